@@ -1,0 +1,119 @@
+/**
+ * The controller contract suite. Every plugin package runs it against itself:
+ *
+ *   runControllerContractSuite({ name: 'lballoc', setup: async () => ({ controller, health, metrics, faults, teardown }) });
+ *
+ * `faults` lets the suite break the plugin's own dependencies (an API server that answers 500, a kernel tool that
+ * hangs) so that the suite sees the plugin's real failure paths, not a stand-in.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import type { HealthRegistry } from '@kube-router/healthcheck';
+import type { AgentMetrics } from '@kube-router/metrics';
+import type { Controller } from './controller.js';
+import { SyncTimeoutError } from './sync-controller.js';
+
+export interface ContractFaults {
+  /** Makes the next syncs fail (throw or reject) until heal(). */
+  fail(): void | Promise<void>;
+  /** Makes the next syncs hang (never end on their own) until heal(). */
+  hang(): void | Promise<void>;
+  heal(): void | Promise<void>;
+}
+
+export interface ContractHarness {
+  /** Created but not started by the harness; the suite calls start() and runObservedSync() itself. */
+  controller: Controller;
+  health: HealthRegistry;
+  metrics: AgentMetrics;
+  faults: ContractFaults;
+  teardown(): Promise<void>;
+}
+
+export interface ContractSuiteOptions {
+  name: string;
+  /** Returns a fresh controller and its world for every test. */
+  setup(): Promise<ContractHarness>;
+  /** How long a hanging sync may take to be cut off (the controller's sync timeout plus slack). Default 10 s. */
+  hangBoundMs?: number;
+}
+
+export function runControllerContractSuite(options: ContractSuiteOptions): void {
+  describe(`controller contract: ${options.name}`, () => {
+    let harness: ContractHarness | undefined;
+    const open = async () => {
+      harness = await options.setup();
+      await harness.controller.start({ requestSync: () => undefined, signal: new AbortController().signal });
+      return harness;
+    };
+    afterEach(async () => {
+      const h = harness;
+      harness = undefined;
+      if (!h) return;
+      await h.faults.heal();
+      await h.controller.stop();
+      await h.teardown();
+    });
+
+    it('beats at both ends of a successful sync and records the success', async () => {
+      const { controller, health, metrics } = await open();
+      const before = health.status(controller.name)?.beats ?? 0;
+      const outcome = await controller.runObservedSync('contract');
+      expect(outcome.ok, outcome.ok ? '' : String(outcome.error)).toBe(true);
+      expect((health.status(controller.name)?.beats ?? 0) - before).toBeGreaterThanOrEqual(2);
+      const success = await sample(metrics, 'kube_router_controller_sync_last_success', controller.name);
+      expect(success).toBeGreaterThan(Date.now() / 1000 - 60);
+      expect(await sample(metrics, 'kube_router_controller_sync_failures_total', controller.name)).toBe(0);
+    });
+
+    it('beats at both ends of a failed sync and stays live', async () => {
+      const { controller, health, faults } = await open();
+      await faults.fail();
+      const before = health.status(controller.name)?.beats ?? 0;
+      const outcome = await controller.runObservedSync('contract');
+      expect(outcome.ok).toBe(false);
+      expect((health.status(controller.name)?.beats ?? 0) - before).toBeGreaterThanOrEqual(2);
+      expect(health.livenessChecks().find((c) => c.name === controller.name)?.ok).toBe(true);
+    });
+
+    it('creates both metric series on a first sync that fails', async () => {
+      const { controller, metrics, faults } = await open();
+      await faults.fail();
+      await controller.runObservedSync('contract');
+      expect(await sample(metrics, 'kube_router_controller_sync_last_success', controller.name)).toBe(0);
+      expect(await sample(metrics, 'kube_router_controller_sync_failures_total', controller.name)).toBe(1);
+    });
+
+    it('records a thrown error instead of propagating it, and recovers', async () => {
+      const { controller, metrics, faults } = await open();
+      await faults.fail();
+      await expect(controller.runObservedSync('contract')).resolves.toMatchObject({ ok: false });
+      await expect(controller.runObservedSync('contract')).resolves.toMatchObject({ ok: false });
+      expect(await sample(metrics, 'kube_router_controller_sync_failures_total', controller.name)).toBe(2);
+      await faults.heal();
+      const outcome = await controller.runObservedSync('contract');
+      expect(outcome.ok, outcome.ok ? '' : String(outcome.error)).toBe(true);
+      expect(await sample(metrics, 'kube_router_controller_sync_last_success', controller.name)).toBeGreaterThan(0);
+    });
+
+    it('bounds a hanging sync by its timeout and records it as a failure', async () => {
+      const { controller, metrics, faults } = await open();
+      await faults.hang();
+      const bound = options.hangBoundMs ?? 10_000;
+      const started = performance.now();
+      const outcome = await controller.runObservedSync('contract');
+      expect(performance.now() - started).toBeLessThan(bound);
+      expect(outcome.ok).toBe(false);
+      if (!outcome.ok) expect(outcome.error).toBeInstanceOf(SyncTimeoutError);
+      expect(await sample(metrics, 'kube_router_controller_sync_failures_total', controller.name)).toBe(1);
+      await faults.heal();
+    }, (options.hangBoundMs ?? 10_000) * 3);
+  });
+}
+
+/** The value of one series of the agent's registry, or undefined when the series does not exist. */
+export async function sample(metrics: AgentMetrics, name: string, controller: string): Promise<number | undefined> {
+  const metric = metrics.registry.getSingleMetric(name);
+  if (!metric) return undefined;
+  const { values } = await metric.get();
+  return values.find((v) => v.labels.controller === controller)?.value;
+}

@@ -1,0 +1,85 @@
+import type { Logger } from 'pino';
+import type { HealthRegistry, SyncOutcome } from '@kube-router/healthcheck';
+import type { AgentMetrics } from '@kube-router/metrics';
+
+/** Why a sync runs: the initial one, the periodic one, a retry after a failure, or a request from an event. */
+export type SyncReason = 'initial' | 'periodic' | 'retry' | (string & {});
+
+/** What the scheduler hands a controller when it starts. */
+export interface ControllerStartContext {
+  /** Asks for a sync soon. Requests are coalesced: at most one is pending, whatever the number of events. */
+  requestSync(reason: string): void;
+  /** Aborted when the agent stops. */
+  signal: AbortSignal;
+}
+
+/**
+ * A controller as the agent's scheduler sees it. The scheduler owns the loop; the controller performs syncs.
+ */
+export interface Controller {
+  /** Stable id: the `controller` label of the sync metrics and the name of its health check. */
+  readonly name: string;
+  /** A sync runs at least this often. */
+  readonly syncPeriodMs: number;
+  /** Triggered syncs run at most this often. */
+  readonly minSyncIntervalMs: number;
+  /** Wires informers and returns; it does not sync. */
+  start(ctx: ControllerStartContext): Promise<void>;
+  /** Performs one observed sync: beat, sync, beat, recordSyncResult. Never throws. */
+  runObservedSync(reason: SyncReason): Promise<SyncOutcome>;
+  /** Releases what start acquired. The scheduler calls it after the last sync has ended. */
+  stop(): Promise<void>;
+}
+
+/** A typed key for a service that one plugin (or the agent) provides and others consume. */
+export interface ServiceKey<T> {
+  readonly id: string;
+  /** Carries T for inference only; never set. */
+  readonly _type?: T;
+}
+
+export function defineServiceKey<T>(id: string): ServiceKey<T> {
+  return { id };
+}
+
+export interface Services {
+  get<T>(key: ServiceKey<T>): T;
+  has(key: ServiceKey<unknown>): boolean;
+  provide<T>(key: ServiceKey<T>, service: T): void;
+}
+
+/** What the agent gives a plugin's `create`. */
+export interface PluginContext {
+  /** This node's name (NODE_NAME or --hostname-override). */
+  nodeName: string;
+  /** A child logger with `controller` set to the plugin's name. */
+  logger: Logger;
+  metrics: AgentMetrics;
+  health: HealthRegistry;
+  /** Services of the agent (the Kubernetes client, informers) and of the plugins this one requires. */
+  services: Services;
+}
+
+/** A parser of a plugin's options: zod schemas satisfy it. It throws a readable error on bad options. */
+export interface OptionsSchema<O> {
+  parse(input: unknown): O;
+}
+
+/**
+ * A plugin is a plain object satisfying this type. The agent validates names and requirements when it assembles
+ * plugins, parses each plugin's options with its schema, and creates controllers in dependency order.
+ */
+export interface ControllerPlugin<O = unknown> {
+  /** Unique name; also the controller name unless the plugin chooses another. */
+  readonly name: string;
+  readonly version: string;
+  /** Names of plugins that must be in the assembly and created before this one. */
+  readonly requires?: readonly string[];
+  readonly options: OptionsSchema<O>;
+  create(ctx: PluginContext, options: O): Controller | Promise<Controller>;
+}
+
+/** Keeps the plugin's option type while checking the object against ControllerPlugin. */
+export function definePlugin<O>(plugin: ControllerPlugin<O>): ControllerPlugin<O> {
+  return plugin;
+}

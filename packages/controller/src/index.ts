@@ -1,0 +1,18 @@
+export { defineServiceKey, definePlugin } from './controller.js';
+export type {
+  Controller,
+  ControllerPlugin,
+  ControllerStartContext,
+  OptionsSchema,
+  PluginContext,
+  ServiceKey,
+  Services,
+  SyncReason,
+} from './controller.js';
+export { createSyncController, SyncTimeoutError } from './sync-controller.js';
+export type { SyncContext, SyncControllerSpec } from './sync-controller.js';
+export { SyncScheduler } from './scheduler.js';
+export type { SchedulerOptions } from './scheduler.js';
+export { JoinedSyncError, SyncFailures, messageOf } from './sync-error.js';
+export type { SyncFailure } from './sync-error.js';
+export { ServiceRegistry } from './services.js';

@@ -1,0 +1,111 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { SyncOutcome } from '@kube-router/healthcheck';
+import type { Controller, SyncReason } from './controller.js';
+import { SyncScheduler } from './scheduler.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A controller that records every sync; its behaviour per call is scripted. */
+function recordingController(opts: {
+  syncPeriodMs?: number;
+  minSyncIntervalMs?: number;
+  durationMs?: number;
+  fail?: (call: number) => boolean;
+}) {
+  const calls: { reason: SyncReason; at: number }[] = [];
+  let running = 0;
+  let maxConcurrent = 0;
+  let stopped = false;
+  const started = performance.now();
+  const controller: Controller = {
+    name: 'rec',
+    syncPeriodMs: opts.syncPeriodMs ?? 60_000,
+    minSyncIntervalMs: opts.minSyncIntervalMs ?? 0,
+    async start() {},
+    async runObservedSync(reason): Promise<SyncOutcome> {
+      calls.push({ reason, at: performance.now() - started });
+      running++;
+      maxConcurrent = Math.max(maxConcurrent, running);
+      await sleep(opts.durationMs ?? 0);
+      running--;
+      const ok = !opts.fail?.(calls.length);
+      return ok ? { ok, durationMs: 0 } : { ok, error: new Error('x'), durationMs: 0 };
+    },
+    async stop() {
+      stopped = true;
+    },
+  };
+  return { controller, calls, maxConcurrent: () => maxConcurrent, isStopped: () => stopped, isRunning: () => running > 0 };
+}
+
+let scheduler: SyncScheduler | undefined;
+afterEach(async () => {
+  await scheduler?.stop();
+  scheduler = undefined;
+});
+
+describe('SyncScheduler', () => {
+  it('runs an initial sync, then at least every sync period', async () => {
+    const rec = recordingController({ syncPeriodMs: 50 });
+    scheduler = new SyncScheduler(rec.controller);
+    scheduler.start();
+    await sleep(190);
+    expect(rec.calls[0]?.reason).toBe('initial');
+    expect(rec.calls.filter((c) => c.reason === 'periodic').length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('coalesces requests into one pending sync and never runs two at once', async () => {
+    const rec = recordingController({ durationMs: 80 });
+    scheduler = new SyncScheduler(rec.controller);
+    scheduler.start();
+    await sleep(10);
+    for (let i = 0; i < 50; i++) scheduler.requestSync(`event-${i}`);
+    await sleep(300);
+    expect(rec.calls.map((c) => c.reason)).toEqual(['initial', 'event-0']);
+    expect(rec.maxConcurrent()).toBe(1);
+  });
+
+  it('runs triggered syncs at most every minimum interval', async () => {
+    const rec = recordingController({ minSyncIntervalMs: 100 });
+    scheduler = new SyncScheduler(rec.controller);
+    scheduler.start();
+    const until = performance.now() + 350;
+    while (performance.now() < until) {
+      scheduler.requestSync('event');
+      await sleep(5);
+    }
+    const gaps = rec.calls.slice(1).map((c, i) => c.at - rec.calls[i]!.at);
+    expect(rec.calls.length).toBeGreaterThanOrEqual(3);
+    expect(rec.calls.length).toBeLessThanOrEqual(5);
+    for (const gap of gaps) expect(gap).toBeGreaterThanOrEqual(95);
+  });
+
+  it('retries failures with a capped exponential backoff', async () => {
+    const rec = recordingController({ fail: () => true, syncPeriodMs: 60_000 });
+    scheduler = new SyncScheduler(rec.controller, { initialBackoffMs: 20, maxBackoffMs: 80 });
+    scheduler.start();
+    await sleep(700);
+    const gaps = rec.calls.slice(1).map((c, i) => c.at - rec.calls[i]!.at);
+    expect(rec.calls.slice(1).every((c) => c.reason === 'retry')).toBe(true);
+    expect(gaps[0]).toBeGreaterThanOrEqual(18);
+    expect(gaps[1]).toBeGreaterThanOrEqual(38);
+    expect(gaps[2]).toBeGreaterThanOrEqual(78);
+    // Capped: later gaps stay near the cap rather than doubling on.
+    for (const gap of gaps.slice(3)) expect(gap).toBeLessThan(150);
+  });
+
+  it('stops after the running sync ends, then stops the controller', async () => {
+    const rec = recordingController({ durationMs: 100 });
+    scheduler = new SyncScheduler(rec.controller);
+    scheduler.start();
+    await sleep(20);
+    expect(rec.isRunning()).toBe(true);
+    await scheduler.stop();
+    expect(rec.isRunning()).toBe(false);
+    expect(rec.isStopped()).toBe(true);
+    scheduler.requestSync('late');
+    await sleep(20);
+    expect(rec.calls).toHaveLength(1);
+    scheduler = undefined;
+  });
+});

@@ -1,0 +1,133 @@
+import { describe, expect, it } from 'vitest';
+import { runControllerContractSuite, sample } from './contract.js';
+import { createSyncController, SyncTimeoutError } from './sync-controller.js';
+import { SyncFailures } from './sync-error.js';
+import { testContext } from './testing/context.js';
+
+/**
+ * A small but honest plugin for the contract suite: it "programs" a list of objects into a table, attempting every
+ * object even when some fail, and its faults break the table itself.
+ */
+function tablePlugin() {
+  const ctx = testContext();
+  const table = new Map<string, string>();
+  let mode: 'ok' | 'fail' | 'hang' = 'ok';
+  let releaseHang: (() => void) | undefined;
+  const controller = createSyncController(ctx, {
+    name: 'table',
+    syncPeriodMs: 60_000,
+    syncTimeoutMs: 300,
+    async sync({ signal }) {
+      const failures = new SyncFailures();
+      for (const key of ['a', 'b', 'c']) {
+        await failures.attempt(`object/${key}`, async () => {
+          if (mode === 'fail') throw new Error(`table rejected ${key}`);
+          if (mode === 'hang') {
+            await new Promise<void>((resolve, reject) => {
+              releaseHang = resolve;
+              signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+            });
+          }
+          table.set(key, 'programmed');
+        });
+      }
+      failures.throwIfAny('table');
+    },
+  });
+  return {
+    controller,
+    health: ctx.health,
+    metrics: ctx.metrics,
+    table,
+    faults: {
+      fail: () => void (mode = 'fail'),
+      hang: () => void (mode = 'hang'),
+      heal: () => {
+        mode = 'ok';
+        releaseHang?.();
+      },
+    },
+    teardown: async () => undefined,
+  };
+}
+
+runControllerContractSuite({ name: 'table (example plugin)', setup: async () => tablePlugin(), hangBoundMs: 2_000 });
+
+describe('createSyncController', () => {
+  it('joins per-object failures and still programs the rest', async () => {
+    const ctx = testContext();
+    const programmed: string[] = [];
+    const controller = createSyncController(ctx, {
+      name: 'partial',
+      syncPeriodMs: 1_000,
+      async sync() {
+        const failures = new SyncFailures();
+        await failures.attemptEach(['x', 'bad', 'y'], (k) => `object/${k}`, (k) => {
+          if (k === 'bad') throw new Error('malformed');
+          programmed.push(k);
+        });
+        failures.throwIfAny();
+      },
+    });
+    const outcome = await controller.runObservedSync('test');
+    expect(programmed).toEqual(['x', 'y']);
+    expect(outcome.ok).toBe(false);
+    if (!outcome.ok) expect(String(outcome.error)).toContain('object/bad: malformed');
+    expect(await sample(ctx.metrics, 'kube_router_controller_sync_failures_total', 'partial')).toBe(1);
+  });
+
+  it('aborts the signal of a sync that times out', async () => {
+    const ctx = testContext();
+    let aborted: unknown;
+    const controller = createSyncController(ctx, {
+      name: 'slow',
+      syncPeriodMs: 1_000,
+      syncTimeoutMs: 50,
+      sync: ({ signal }) =>
+        new Promise<void>((resolve) => {
+          signal.addEventListener('abort', () => {
+            aborted = signal.reason;
+            resolve();
+          });
+        }),
+    });
+    const outcome = await controller.runObservedSync('test');
+    expect(outcome.ok).toBe(false);
+    expect(aborted).toBeInstanceOf(SyncTimeoutError);
+  });
+
+  it('holds the loop, without beating, while a timed-out sync that ignores its signal is still running', async () => {
+    const ctx = testContext();
+    let finish: (() => void) | undefined;
+    let calls = 0;
+    const controller = createSyncController(ctx, {
+      name: 'wedged',
+      syncPeriodMs: 1_000,
+      syncTimeoutMs: 20,
+      sync: () => {
+        calls++;
+        return calls === 1 ? new Promise<void>((resolve) => (finish = resolve)) : Promise.resolve();
+      },
+    });
+    expect((await controller.runObservedSync('first')).ok).toBe(false);
+    const beatsAfterTimeout = ctx.health.status('wedged')?.beats;
+    const second = controller.runObservedSync('second');
+    await new Promise((r) => setTimeout(r, 100));
+    expect(calls).toBe(1);
+    expect(ctx.health.status('wedged')?.beats).toBe(beatsAfterTimeout);
+    finish?.();
+    expect((await second).ok).toBe(true);
+    expect(calls).toBe(2);
+  });
+
+  it('runs without a bound when syncTimeoutMs is 0', async () => {
+    const ctx = testContext();
+    const controller = createSyncController(ctx, {
+      name: 'unbounded',
+      syncPeriodMs: 10,
+      syncTimeoutMs: 0,
+      sync: () => new Promise((r) => setTimeout(r, 60)),
+    });
+    expect((await controller.runObservedSync('test')).ok).toBe(true);
+  });
+});

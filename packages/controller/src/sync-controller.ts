@@ -1,0 +1,108 @@
+import type { ProgressBeat, SyncOutcome } from '@kube-router/healthcheck';
+import type { Controller, ControllerStartContext, PluginContext, SyncReason } from './controller.js';
+
+/** What a plugin's plain sync receives. */
+export interface SyncContext {
+  reason: SyncReason;
+  /** Beats: call it while a long sync makes progress. */
+  progress: ProgressBeat;
+  /** Aborted when the sync times out or the agent stops; pass it to long operations. */
+  signal: AbortSignal;
+}
+
+export interface SyncControllerSpec {
+  name: string;
+  syncPeriodMs: number;
+  /** Default 1 s. */
+  minSyncIntervalMs?: number;
+  /**
+   * A sync that has not ended by then fails with a SyncTimeoutError and its signal is aborted. Default: the sync
+   * period. 0 disables the bound.
+   */
+  syncTimeoutMs?: number;
+  /** Extra health grace for this controller (see HealthRegistry). */
+  healthGraceMs?: number;
+  /** One full, level-triggered sync. It throws (a JoinedSyncError, ideally) when anything failed. */
+  sync(ctx: SyncContext): Promise<void>;
+  start?(ctx: ControllerStartContext): Promise<void> | void;
+  stop?(): Promise<void> | void;
+}
+
+export class SyncTimeoutError extends Error {
+  constructor(controller: string, timeoutMs: number) {
+    super(`${controller}: sync did not end within ${timeoutMs} ms`);
+    this.name = 'SyncTimeoutError';
+  }
+}
+
+/**
+ * Builds a Controller from a plain `sync()`: the returned runObservedSync registers the health component, beats at
+ * both ends of every sync, records the outcome, bounds the sync by a timeout and never throws.
+ *
+ * A sync that ignores its abort signal and keeps running after its timeout still holds the loop: the next sync waits
+ * for it without beating, so a truly wedged controller goes stale and /healthz reports it.
+ */
+export function createSyncController(ctx: PluginContext, spec: SyncControllerSpec): Controller {
+  const component = ctx.health.register(spec.name, {
+    syncPeriodMs: spec.syncPeriodMs,
+    ...(spec.healthGraceMs !== undefined && { graceMs: spec.healthGraceMs }),
+  });
+  const timeoutMs = spec.syncTimeoutMs ?? spec.syncPeriodMs;
+  const stopping = new AbortController();
+  let unfinished: Promise<unknown> | undefined;
+
+  const boundedSync = async (reason: SyncReason, progress: ProgressBeat): Promise<void> => {
+    const aborter = new AbortController();
+    const signal = AbortSignal.any([aborter.signal, stopping.signal]);
+    const running = spec.sync({ reason, progress, signal });
+    if (timeoutMs <= 0) return running;
+    let timer: NodeJS.Timeout | undefined;
+    let timedOut: SyncTimeoutError | undefined;
+    const deadline = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        timedOut = new SyncTimeoutError(spec.name, timeoutMs);
+        resolve();
+      }, timeoutMs);
+    });
+    try {
+      await Promise.race([running, deadline]);
+    } finally {
+      clearTimeout(timer);
+    }
+    if (timedOut) {
+      // Abort after deciding the outcome: a sync that gives up on abort still timed out.
+      aborter.abort(timedOut);
+      const settled: Promise<void> = running
+        .then(
+          () => undefined,
+          () => undefined,
+        )
+        .finally(() => {
+          if (unfinished === settled) unfinished = undefined;
+        });
+      unfinished = settled;
+      throw timedOut;
+    }
+  };
+
+  return {
+    name: spec.name,
+    syncPeriodMs: spec.syncPeriodMs,
+    minSyncIntervalMs: spec.minSyncIntervalMs ?? 1000,
+    async start(startCtx) {
+      await spec.start?.(startCtx);
+    },
+    async runObservedSync(reason): Promise<SyncOutcome> {
+      if (unfinished) await unfinished;
+      const outcome = await ctx.metrics.runObservedSync(component, (progress) => boundedSync(reason, progress));
+      if (!outcome.ok) ctx.logger.warn({ err: outcome.error, reason, durationMs: outcome.durationMs }, 'sync failed');
+      else ctx.logger.debug({ reason, durationMs: outcome.durationMs }, 'sync ended');
+      return outcome;
+    },
+    async stop() {
+      stopping.abort(new Error('agent stopping'));
+      if (unfinished) await unfinished;
+      await spec.stop?.();
+    },
+  };
+}
