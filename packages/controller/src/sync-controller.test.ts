@@ -120,6 +120,31 @@ describe('createSyncController', () => {
     expect(calls).toBe(2);
   });
 
+  it('aborts a running sync as soon as the agent stops, without waiting for its timeout', async () => {
+    const ctx = testContext();
+    const stopping = new AbortController();
+    let aborted = false;
+    const controller = createSyncController(ctx, {
+      name: 'long',
+      syncPeriodMs: 60_000,
+      syncTimeoutMs: 0,
+      sync: ({ signal }) =>
+        new Promise<void>((_, reject) =>
+          signal.addEventListener('abort', () => {
+            aborted = true;
+            reject(signal.reason);
+          }),
+        ),
+    });
+    await controller.start({ requestSync: () => undefined, signal: stopping.signal });
+    const running = controller.runObservedSync('test');
+    await new Promise((r) => setTimeout(r, 20));
+    stopping.abort(new Error('agent stopping'));
+    const outcome = await running;
+    expect(aborted).toBe(true);
+    expect(outcome.ok).toBe(false);
+  });
+
   it('runs without a bound when syncTimeoutMs is 0', async () => {
     const ctx = testContext();
     const controller = createSyncController(ctx, {

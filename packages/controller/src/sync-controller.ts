@@ -90,6 +90,8 @@ export function createSyncController(ctx: PluginContext, spec: SyncControllerSpe
     syncPeriodMs: spec.syncPeriodMs,
     minSyncIntervalMs: spec.minSyncIntervalMs ?? 1000,
     async start(startCtx) {
+      // The agent aborts this signal when it stops: a running sync learns it at once instead of after its timeout.
+      startCtx.signal.addEventListener('abort', () => stopping.abort(startCtx.signal.reason), { once: true });
       await spec.start?.(startCtx);
     },
     async runObservedSync(reason): Promise<SyncOutcome> {

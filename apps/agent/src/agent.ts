@@ -1,0 +1,225 @@
+import { pino, type Logger } from 'pino';
+import {
+  messageOf,
+  ServiceRegistry,
+  SyncScheduler,
+  type Controller,
+  type PluginContext,
+  type ServiceKey,
+  type Services,
+} from '@kube-router/controller';
+import { HealthRegistry, type ReadinessCheck } from '@kube-router/healthcheck';
+import { AgentMetrics } from '@kube-router/metrics';
+import { AssemblyError, orderAssembly, parsePluginOptions, type PluginEntry } from './assembly.js';
+import { resolveAgentOptions, type AgentOptions, type ResolvedAgentOptions } from './options.js';
+import { startServers, type RunningServers } from './servers.js';
+
+/** A service the assembly starts with, such as the Kubernetes context; plugins look it up by key. */
+export type ServiceEntry<T = unknown> = readonly [ServiceKey<T>, T];
+
+export interface CreateAgentInput {
+  plugins: readonly PluginEntry[];
+  options: AgentOptions;
+  /** Services provided before any plugin is created: the seam through which the Kubernetes wiring comes in. */
+  services?: readonly ServiceEntry[];
+  /** Readiness conditions of the agent itself, such as "informers have synced", next to each first sync. */
+  readinessChecks?: Readonly<Record<string, ReadinessCheck>>;
+  /** Default: JSON lines on stdout at level info. */
+  logger?: Logger;
+  /** The agent's metrics, when the environment registers on them before the agent exists (informer health). */
+  metrics?: AgentMetrics;
+  /**
+   * Runs after every controller has started (so every informer a plugin needs exists) and before the first sync:
+   * the Kubernetes wiring waits for its caches here, so that no first sync runs against an empty cache.
+   */
+  beforeFirstSync?: () => Promise<void>;
+}
+
+export interface StopReport {
+  /** Controllers whose running sync or stop did not end within stopTimeoutMs, in stop order. */
+  notStopped: string[];
+}
+
+export interface Agent {
+  readonly options: ResolvedAgentOptions;
+  readonly logger: Logger;
+  readonly health: HealthRegistry;
+  readonly metrics: AgentMetrics;
+  readonly services: Services;
+  /** In creation order: every controller after the controllers its plugin requires. */
+  readonly controllers: readonly Controller[];
+  /** Base URL of the health server once started (actual bound port), undefined when disabled. */
+  readonly healthUrl: string | undefined;
+  /** URL of the metrics endpoint once started (actual bound port, path included), undefined when disabled. */
+  readonly metricsUrl: string | undefined;
+  /** Starts the servers, then every controller, then every controller's scheduler. */
+  start(): Promise<void>;
+  /** Stops the schedulers in reverse creation order (each after its running sync), then closes the servers. */
+  stop(): Promise<StopReport>;
+}
+
+/**
+ * Assembles an agent: validates the plugins (names, requirements, cycles) and their options, then creates the
+ * controllers in dependency order. A bad assembly rejects with an AssemblyError listing every problem.
+ */
+export async function createAgent(input: CreateAgentInput): Promise<Agent> {
+  const ordered = orderAssembly(input.plugins);
+  const { resolved, problems } = resolveAgentOptions(input.options);
+  const parsedOptions = new Map<PluginEntry, unknown>();
+  for (const entry of ordered) {
+    const parsed = parsePluginOptions(entry);
+    if (parsed.ok) parsedOptions.set(entry, parsed.options);
+    else problems.push(...parsed.problems);
+  }
+  if (problems.length > 0) throw new AssemblyError(problems);
+
+  const logger = input.logger ?? pino({ level: 'info' });
+  const health = new HealthRegistry({
+    defaultGraceMs: resolved.healthGraceMs,
+    windowOverridesMs: resolved.healthWindowsMs,
+  });
+  const metrics = input.metrics ?? new AgentMetrics({ collectDefaultMetrics: resolved.collectDefaultMetrics });
+  const services = new ServiceRegistry();
+  for (const [key, service] of input.services ?? []) services.provide(key, service);
+  for (const [name, check] of Object.entries(input.readinessChecks ?? {})) health.addReadinessCheck(name, check);
+
+  const controllers: Controller[] = [];
+  for (const entry of ordered) {
+    const { plugin } = entry;
+    const ctx: PluginContext = {
+      nodeName: resolved.nodeName,
+      logger: logger.child({ controller: plugin.name }),
+      metrics,
+      health,
+      services,
+    };
+    let controller: Controller;
+    try {
+      controller = await plugin.create(ctx, parsedOptions.get(entry));
+    } catch (error) {
+      throw new Error(`plugin ${plugin.name}@${plugin.version}: create failed: ${messageOf(error)}`, { cause: error });
+    }
+    controllers.push(controller);
+  }
+
+  // An override that names no check is almost always a typo, and it would silently leave the default window.
+  const unknownWindows = Object.keys(resolved.healthWindowsMs).filter((name) => !health.status(name));
+  if (unknownWindows.length > 0) {
+    const known = controllers.map((c) => c.name).join(', ') || 'none';
+    throw new AssemblyError(
+      unknownWindows.map((name) => `health window override for ${name}, which is no health check (have: ${known})`),
+    );
+  }
+
+  return new AssembledAgent(resolved, logger, health, metrics, services, controllers, input.beforeFirstSync);
+}
+
+class AssembledAgent implements Agent {
+  readonly #schedulers: SyncScheduler[];
+  readonly #stopping = new AbortController();
+  #servers: RunningServers | undefined;
+  #startedControllers = 0;
+  #state: 'created' | 'starting' | 'running' | 'stopped' = 'created';
+
+  constructor(
+    readonly options: ResolvedAgentOptions,
+    readonly logger: Logger,
+    readonly health: HealthRegistry,
+    readonly metrics: AgentMetrics,
+    readonly services: Services,
+    readonly controllers: readonly Controller[],
+    private readonly beforeFirstSync?: () => Promise<void>,
+  ) {
+    this.#schedulers = controllers.map((controller) => new SyncScheduler(controller, options.scheduler));
+  }
+
+  get healthUrl(): string | undefined {
+    return this.#servers?.healthUrl;
+  }
+
+  get metricsUrl(): string | undefined {
+    return this.#servers?.metricsUrl;
+  }
+
+  async start(): Promise<void> {
+    if (this.#state !== 'created') throw new Error(`agent cannot start: it is ${this.#state}`);
+    this.#state = 'starting';
+    try {
+      // Servers first: the kubelet probes from the moment the container runs, and /readyz explains what is pending.
+      this.#servers = await startServers({
+        health: this.options.health,
+        metrics: this.options.metrics,
+        healthRegistry: this.health,
+        agentMetrics: this.metrics,
+        logger: this.logger,
+      });
+      for (const [index, controller] of this.controllers.entries()) {
+        const scheduler = this.#schedulers[index] as SyncScheduler;
+        this.#startedControllers = index + 1;
+        await controller.start({
+          requestSync: (reason) => scheduler.requestSync(reason),
+          signal: this.#stopping.signal,
+        });
+      }
+      await this.beforeFirstSync?.();
+      for (const scheduler of this.#schedulers) scheduler.start();
+    } catch (error) {
+      await this.stop();
+      throw error;
+    }
+    this.#state = 'running';
+    this.logger.info(
+      {
+        nodeName: this.options.nodeName,
+        controllers: this.controllers.map((c) => c.name),
+        healthUrl: this.healthUrl,
+        metricsUrl: this.metricsUrl,
+      },
+      'agent started',
+    );
+  }
+
+  async stop(): Promise<StopReport> {
+    if (this.#state === 'stopped') return { notStopped: [] };
+    this.#state = 'stopped';
+    this.#stopping.abort(new Error('agent stopping'));
+    const deadline = performance.now() + this.options.stopTimeoutMs;
+    const notStopped: string[] = [];
+    for (let index = this.#startedControllers - 1; index >= 0; index--) {
+      const controller = this.controllers[index] as Controller;
+      const scheduler = this.#schedulers[index] as SyncScheduler;
+      const log = this.logger.child({ controller: controller.name });
+      const stopped = await withinDeadline(scheduler.stop(), deadline);
+      if (stopped.ok) log.info('controller stopped');
+      else if (stopped.timedOut) {
+        notStopped.push(controller.name);
+        log.error({ stopTimeoutMs: this.options.stopTimeoutMs }, 'controller did not stop in time; leaving it behind');
+      } else {
+        log.error({ err: stopped.error }, 'controller failed to stop cleanly');
+      }
+    }
+    await this.#servers?.close();
+    this.logger.info({ notStopped }, 'agent stopped');
+    return { notStopped };
+  }
+}
+
+type Settled = { ok: true } | { ok: false; timedOut: true } | { ok: false; timedOut: false; error: unknown };
+
+async function withinDeadline(work: Promise<unknown>, deadline: number): Promise<Settled> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<Settled>((resolve) => {
+    timer = setTimeout(() => resolve({ ok: false, timedOut: true }), Math.max(0, deadline - performance.now()));
+  });
+  try {
+    return await Promise.race([
+      work.then(
+        (): Settled => ({ ok: true }),
+        (error: unknown): Settled => ({ ok: false, timedOut: false, error }),
+      ),
+      timeout,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

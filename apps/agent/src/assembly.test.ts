@@ -1,0 +1,111 @@
+import { describe, expect, it } from 'vitest';
+import { createAgent } from './agent.js';
+import { AssemblyError, orderAssembly, type PluginEntry } from './assembly.js';
+import { testPlugin } from './testing/test-plugins.js';
+import { memoryLogger } from './testing/support.js';
+
+const entry = (name: string, requires?: string[], options?: unknown): PluginEntry => ({
+  plugin: testPlugin({ name, ...(requires && { requires }) }),
+  ...(options !== undefined && { options }),
+});
+
+async function assemblyError(plugins: PluginEntry[], options: Record<string, unknown> = {}): Promise<AssemblyError> {
+  const error = await createAgent({
+    plugins,
+    options: { nodeName: 'n', collectDefaultMetrics: false, ...options },
+    logger: memoryLogger().logger,
+  }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(AssemblyError);
+  return error as AssemblyError;
+}
+
+describe('orderAssembly', () => {
+  it('puts every plugin after what it requires and keeps the given order otherwise', () => {
+    const ordered = orderAssembly([entry('c', ['b']), entry('a'), entry('b', ['a']), entry('d')]);
+    expect(ordered.map((e) => e.plugin.name)).toEqual(['a', 'b', 'c', 'd']);
+  });
+
+  it('accepts a diamond', () => {
+    const ordered = orderAssembly([entry('top', ['left', 'right']), entry('left', ['base']), entry('right', ['base']), entry('base')]);
+    expect(ordered.map((e) => e.plugin.name)).toEqual(['base', 'left', 'right', 'top']);
+  });
+});
+
+describe('createAgent refuses a bad assembly with a clear message', () => {
+  it('names an unknown requirement and what the assembly has', async () => {
+    const error = await assemblyError([entry('routing-bgp', ['route-sync']), entry('netpol')]);
+    expect(error.message).toBe(
+      'invalid plugin assembly: plugin routing-bgp requires route-sync, which is not in the assembly (have: routing-bgp, netpol)',
+    );
+  });
+
+  it('names a duplicate plugin', async () => {
+    const error = await assemblyError([entry('proxy'), entry('proxy')]);
+    expect(error.problems).toEqual(['plugin proxy is in the assembly twice']);
+  });
+
+  it('names a requirement cycle with its path', async () => {
+    const error = await assemblyError([entry('a', ['b']), entry('b', ['c']), entry('c', ['a']), entry('d')]);
+    expect(error.problems).toEqual(['requirement cycle: a -> b -> c -> a']);
+  });
+
+  it('names a plugin that requires itself', async () => {
+    const error = await assemblyError([entry('a', ['a'])]);
+    expect(error.problems).toEqual(['plugin a requires itself']);
+  });
+
+  it('names the plugin and the field of bad options, for every plugin at once', async () => {
+    const error = await assemblyError([
+      entry('firewall', undefined, { syncPeriodMs: -5 }),
+      entry('proxy', undefined, { label: 42, syncPeriodMs: 'soon' }),
+    ]);
+    expect(error.problems).toHaveLength(3);
+    expect(error.problems[0]).toMatch(/^plugin firewall: bad option syncPeriodMs: .*>0/);
+    expect(error.problems[1]).toMatch(/^plugin proxy: bad option syncPeriodMs: .*number/);
+    expect(error.problems[2]).toMatch(/^plugin proxy: bad option label: .*string/);
+    expect(error.message.split('\n')[0]).toBe('invalid plugin assembly:');
+  });
+
+  it('refuses invalid names and objects that are no plugins', async () => {
+    const error = await assemblyError([
+      entry('Bad Name'),
+      { plugin: { name: 'half', version: '1' } as never },
+    ]);
+    expect(error.problems).toEqual([
+      'plugin Bad Name has an invalid name "Bad Name" (lowercase letters, digits, \'.\', \'_\', \'-\')',
+      'plugin half has no create function',
+      'plugin half has no options schema with a parse method',
+    ]);
+  });
+
+  it('refuses a health window for a controller that does not exist', async () => {
+    const error = await assemblyError([entry('netpol')], { healthWindowsMs: { 'net-pol': 60_000 } });
+    expect(error.problems).toEqual(['health window override for net-pol, which is no health check (have: netpol)']);
+  });
+
+  it('refuses conflicting servers', async () => {
+    const error = await assemblyError([], {
+      health: { addr: '127.0.0.1', port: 20244 },
+      metrics: { addr: '0.0.0.0', port: 20244, path: '/readyz' },
+    });
+    expect(error.problems).toEqual([
+      'health and metrics share port 20244 but listen on different addresses (127.0.0.1, 0.0.0.0)',
+      'metrics path /readyz collides with the health endpoints on port 20244',
+    ]);
+  });
+
+  it('reports a plugin whose create throws, naming it', async () => {
+    const failing = testPlugin({
+      name: 'needs-kube',
+      onCreate: (services) => void services.get({ id: 'kube.client' }),
+    });
+    await expect(
+      createAgent({ plugins: [{ plugin: failing }], options: { nodeName: 'n' }, logger: memoryLogger().logger }),
+    ).rejects.toThrow(
+      'plugin needs-kube@0.0.0-test: create failed: service kube.client is not provided: is the plugin that provides it in the assembly?',
+    );
+  });
+});

@@ -1,0 +1,132 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { parseAllDocuments, parse } from 'yaml';
+import { AgentMetrics } from '@kube-router/metrics';
+import { helpText, parseFlags } from './flags.js';
+import { hasTool, run } from './testing/support.js';
+
+const repo = fileURLToPath(new URL('../../../', import.meta.url));
+const read = (path: string) => readFileSync(`${repo}${path}`, 'utf8');
+const documents = (path: string) => parseAllDocuments(read(path)).map((doc) => doc.toJS() as Record<string, any>); // eslint-disable-line @typescript-eslint/no-explicit-any
+
+describe('deploy/ Prometheus rules', () => {
+  it('keeps the PrometheusRule groups identical to the plain rules file', () => {
+    const [crd] = documents('deploy/prometheus-rule.yaml');
+    const plain = parse(read('deploy/prometheus/rules.yaml')) as { groups: unknown[] };
+    expect(crd?.kind).toBe('PrometheusRule');
+    expect(plain.groups.length).toBeGreaterThan(0);
+    expect(crd?.spec.groups).toEqual(plain.groups);
+  });
+
+  it('alerts on both sync metrics', () => {
+    const plain = parse(read('deploy/prometheus/rules.yaml')) as { groups: Array<{ rules: Array<{ alert: string; expr: string }> }> };
+    const rules = plain.groups.flatMap((group) => group.rules);
+    expect(rules.map((rule) => rule.alert)).toEqual(['KubeRouterControllerSyncStale', 'KubeRouterControllerSyncFailing']);
+    expect(rules[0]?.expr).toContain('kube_router_controller_sync_last_success');
+    expect(rules[1]?.expr).toContain('kube_router_controller_sync_failures_total');
+  });
+
+  describe.skipIf(!hasTool('promtool'))('with promtool (skipped when missing: apt-get install prometheus)', () => {
+    it('promtool check rules accepts the rules', async () => {
+      const result = await run('promtool', ['check', 'rules', 'deploy/prometheus/rules.yaml'], { cwd: repo });
+      expect(result.code, result.stdout + result.stderr).toBe(0);
+      expect(result.stdout).toContain('SUCCESS: 2 rules found');
+    });
+
+    it('promtool test rules passes: firing and quiet cases of each alert', async () => {
+      const result = await run('promtool', ['test', 'rules', 'deploy/prometheus/rules.test.yaml'], { cwd: repo });
+      expect(result.code, result.stdout + result.stderr).toBe(0);
+      expect(result.stdout).toContain('SUCCESS');
+    });
+  });
+});
+
+const DAEMONSETS = {
+  'deploy/kube-router-all-features.yaml': { firewall: true, 'service-proxy': true, router: true, loadbalancer: false },
+  'deploy/kube-router-firewall-only.yaml': { firewall: true, 'service-proxy': false, router: false, loadbalancer: false },
+  'deploy/kube-router-proxy-only.yaml': { firewall: false, 'service-proxy': true, router: false, loadbalancer: false },
+};
+
+describe.each(Object.entries(DAEMONSETS))('%s', (path, features) => {
+  const [daemonSet] = documents(path);
+  const pod = daemonSet?.spec.template.spec;
+  const container = pod?.containers[0];
+
+  it('passes args that the CLI accepts, enabling the right features', () => {
+    expect(daemonSet?.kind).toBe('DaemonSet');
+    const flags = parseFlags(container.args, { NODE_NAME: 'n' });
+    expect(flags.ok, flags.ok ? '' : flags.stderr).toBe(true);
+    if (!flags.ok) return;
+    expect(flags.config.features).toEqual(features);
+    expect(container.ports).toContainEqual({ name: 'metrics', containerPort: flags.config.metrics.port, protocol: 'TCP' });
+    expect(container.ports).toContainEqual({ name: 'health', containerPort: flags.config.health.port, protocol: 'TCP' });
+  });
+
+  it('probes /healthz for liveness with an explained kill budget, and /readyz for readiness', () => {
+    expect(container.livenessProbe).toMatchObject({ httpGet: { path: '/healthz', port: 20244 } });
+    const { periodSeconds, failureThreshold } = container.livenessProbe;
+    expect(periodSeconds * failureThreshold).toBe(9);
+    expect(read(path)).toContain(`periodSeconds x failureThreshold = ${periodSeconds}s x ${failureThreshold} = 9s`);
+    expect(read(path)).toMatch(/sync that FAILS keeps this probe green/);
+    expect(container.readinessProbe).toMatchObject({ httpGet: { path: '/readyz', port: 20244 } });
+  });
+
+  it('runs as the ServiceAccount of deploy/rbac.yaml, on the host network, with the node name', () => {
+    const account = documents('deploy/rbac.yaml').find((doc) => doc.kind === 'ServiceAccount');
+    expect(pod.serviceAccountName).toBe(account?.metadata.name);
+    expect(daemonSet?.metadata.namespace).toBe(account?.metadata.namespace);
+    expect(pod.hostNetwork).toBe(true);
+    expect(container.env).toContainEqual({ name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } });
+  });
+});
+
+describe('deploy/rbac.yaml', () => {
+  it('grants what the agent reads and writes', () => {
+    const docs = documents('deploy/rbac.yaml');
+    const role = docs.find((doc) => doc.kind === 'ClusterRole');
+    const binding = docs.find((doc) => doc.kind === 'ClusterRoleBinding');
+    const can = (group: string, resource: string, verb: string) =>
+      (role?.rules as Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }>).some(
+        (rule) => rule.apiGroups.includes(group) && rule.resources.includes(resource) && rule.verbs.includes(verb),
+      );
+    for (const resource of ['pods', 'namespaces', 'nodes', 'services']) {
+      for (const verb of ['get', 'list', 'watch']) expect(can('', resource, verb), `${verb} ${resource}`).toBe(true);
+    }
+    expect(can('discovery.k8s.io', 'endpointslices', 'watch')).toBe(true);
+    expect(can('networking.k8s.io', 'networkpolicies', 'watch')).toBe(true);
+    expect(can('', 'services/status', 'update')).toBe(true);
+    expect(can('coordination.k8s.io', 'leases', 'update')).toBe(true);
+    expect(can('', 'events', 'create')).toBe(true);
+    expect(can('', 'pods', 'delete')).toBe(false);
+    expect(binding?.roleRef.name).toBe(role?.metadata.name);
+  });
+});
+
+describe('deploy/Dockerfile', () => {
+  it('builds on node:20-bookworm-slim with the dataplane tools and runs kube-router', () => {
+    const dockerfile = read('deploy/Dockerfile');
+    expect(dockerfile).toMatch(/^FROM node:20-bookworm-slim\b/m);
+    for (const tool of ['iptables', 'ipset', 'nftables', 'iproute2', 'ipvsadm', 'conntrack']) {
+      expect(dockerfile).toMatch(new RegExp(`apt-get install [^\\n]*\\b${tool}\\b`));
+    }
+    expect(dockerfile).toContain('npm ci');
+    expect(dockerfile).toContain('ENTRYPOINT ["kube-router"]');
+  });
+});
+
+describe('docs/', () => {
+  it('docs/metrics.md describes every kube_router_ metric', async () => {
+    const doc = read('docs/metrics.md');
+    const names = (await new AgentMetrics({ collectDefaultMetrics: false }).registry.getMetricsAsJSON()).map((m) => m.name);
+    expect(names.length).toBeGreaterThanOrEqual(3);
+    for (const name of names) expect(doc).toContain(name);
+  });
+
+  it('docs/agent.md lists every CLI flag', () => {
+    const doc = read('docs/agent.md');
+    const flags = [...helpText().matchAll(/--[a-z0-9-]+/g)].map((m) => m[0]);
+    expect(flags.length).toBeGreaterThan(20);
+    for (const flag of new Set(flags)) expect(doc, flag).toContain(`\`${flag}`);
+  });
+});

@@ -1,0 +1,154 @@
+import { pino, type DestinationStream, type Logger } from 'pino';
+import type { ReadinessCheck } from '@kube-router/healthcheck';
+import { AgentMetrics } from '@kube-router/metrics';
+import { createAgent, type Agent, type ServiceEntry } from './agent.js';
+import { AssemblyError } from './assembly.js';
+import { defaultCatalog, MissingFeatureError, pluginsForConfig, type PluginCatalog } from './catalog.js';
+import { parseFlags, type AgentConfig } from './flags.js';
+
+/** What the Kubernetes wiring hands the agent: services for the plugins and readiness conditions. */
+export interface AgentEnvironment {
+  services?: readonly ServiceEntry[];
+  readinessChecks?: Readonly<Record<string, ReadinessCheck>>;
+  /** Runs after the controllers started and before their first sync (waits for the informer caches). */
+  beforeFirstSync?: () => Promise<void>;
+  close?(): Promise<void>;
+}
+
+export interface CliDependencies {
+  catalog?: PluginCatalog;
+  /**
+   * Connects to the cluster (--kubeconfig, --master, --cache-sync-timeout) and returns what the plugins need. The kube
+   * package fills this seam; without it the agent runs with no Kubernetes services.
+   */
+  environment?: (config: AgentConfig, logger: Logger, metrics: AgentMetrics) => Promise<AgentEnvironment>;
+  env?: NodeJS.ProcessEnv;
+  /** Where JSON log lines go. Default stdout. */
+  logDestination?: DestinationStream;
+  stdout?: (text: string) => void;
+  stderr?: (text: string) => void;
+  /** Called once the agent runs (servers bound, controllers started), e.g. to print its URLs. */
+  onStarted?: (agent: Agent) => void;
+}
+
+/** Exit codes: 0 clean stop or help, 1 runtime failure, 2 bad flags or a bad assembly. */
+export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
+
+/**
+ * The kube-router command: parses the flags, assembles the enabled features' plugins, starts the agent and runs until
+ * SIGTERM or SIGINT, then stops the controllers and the servers. Resolves with the process exit code.
+ */
+export async function runCli(argv: readonly string[], deps: CliDependencies = {}): Promise<number> {
+  const stdout = deps.stdout ?? ((text: string) => void process.stdout.write(text));
+  const stderr = deps.stderr ?? ((text: string) => void process.stderr.write(text));
+  const flags = parseFlags(argv, deps.env ?? process.env);
+  if (!flags.ok) {
+    if (flags.stdout) stdout(flags.stdout);
+    if (flags.stderr) stderr(flags.stderr);
+    return flags.exitCode;
+  }
+  const { config } = flags;
+  const logger = pino({ level: config.logLevel, base: { node: config.nodeName } }, deps.logDestination);
+  const refuse = (error: Error, code: number): number => {
+    logger.fatal({ err: error }, error.message);
+    stderr(`kube-router: ${error.message}\n`);
+    return code;
+  };
+
+  let plugins;
+  try {
+    plugins = pluginsForConfig(config, deps.catalog ?? defaultCatalog);
+  } catch (error) {
+    if (error instanceof MissingFeatureError) return refuse(error, EXIT.usage);
+    throw error;
+  }
+
+  // Created here rather than by the agent so that the environment's informers report on the same registry.
+  const metrics = new AgentMetrics();
+  let environment: AgentEnvironment = {};
+  try {
+    environment = (await deps.environment?.(config, logger, metrics)) ?? {};
+  } catch (error) {
+    return refuse(asError(error, 'cannot set up the Kubernetes environment'), EXIT.failure);
+  }
+
+  const closeEnvironment = async () => {
+    try {
+      await environment.close?.();
+    } catch (error) {
+      logger.error({ err: error }, 'closing the Kubernetes environment failed');
+    }
+  };
+
+  let agent;
+  try {
+    agent = await createAgent({
+      plugins,
+      options: {
+        nodeName: config.nodeName,
+        health: config.health.port === 0 ? false : config.health,
+        metrics: config.metrics.port === 0 ? false : config.metrics,
+        healthGraceMs: config.healthGraceMs,
+        healthWindowsMs: config.healthWindowsMs,
+      },
+      services: environment.services ?? [],
+      readinessChecks: environment.readinessChecks ?? {},
+      ...(environment.beforeFirstSync && { beforeFirstSync: environment.beforeFirstSync }),
+      metrics,
+      logger,
+    });
+  } catch (error) {
+    await closeEnvironment();
+    return refuse(asError(error, 'cannot assemble the agent'), error instanceof AssemblyError ? EXIT.usage : EXIT.failure);
+  }
+
+  const signalled = waitForSignal(logger);
+  try {
+    await agent.start();
+  } catch (error) {
+    signalled.dispose();
+    await closeEnvironment();
+    return refuse(asError(error, 'cannot start the agent'), EXIT.failure);
+  }
+
+  deps.onStarted?.(agent);
+  const signal = await signalled.promise;
+  logger.info({ signal }, 'stopping');
+  const report = await agent.stop();
+  await closeEnvironment();
+  signalled.dispose();
+  return report.notStopped.length === 0 ? EXIT.ok : EXIT.failure;
+}
+
+/** The first SIGTERM or SIGINT starts a clean stop; a second one while stopping exits at once. */
+function waitForSignal(logger: Logger): { promise: Promise<NodeJS.Signals>; dispose(): void } {
+  let received = false;
+  let resolve!: (signal: NodeJS.Signals) => void;
+  const promise = new Promise<NodeJS.Signals>((r) => (resolve = r));
+  let receivedAt = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    // Ctrl-C reaches the whole process group: a wrapper (npm, tsx) relays the same signal a moment later. Only a
+    // signal sent well after the first one asks to skip the clean stop.
+    if (received && performance.now() - receivedAt < 2_000) return;
+    if (received) {
+      logger.warn({ signal }, 'second signal while stopping: exiting now');
+      process.exit(EXIT.failure);
+    }
+    received = true;
+    receivedAt = performance.now();
+    resolve(signal);
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  return {
+    promise,
+    dispose() {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+    },
+  };
+}
+
+function asError(error: unknown, context: string): Error {
+  return error instanceof Error ? error : new Error(`${context}: ${String(error)}`);
+}

@@ -1,0 +1,47 @@
+export {
+  loadKubeConfig,
+  resolveIdentity,
+  resolveNamespace,
+  resolveNodeName,
+  SERVICE_ACCOUNT_DIR,
+} from './config.js';
+export type { KubeConfigOptions, NodeNameOptions } from './config.js';
+
+export {
+  CacheSyncTimeoutError,
+  DEFAULT_CACHE_SYNC_TIMEOUT_MS,
+  InformerFactory,
+  informerKey,
+} from './informer-factory.js';
+export type { InformerFactoryOptions, StartOptions } from './informer-factory.js';
+export type { InformerScope, InformerStatus } from './shared-informer.js';
+export { SERVICE_NAME_LABEL } from './listers.js';
+export type {
+  ClusterLister,
+  EndpointSliceLister,
+  Lister,
+  ListerTypes,
+  NamespacedLister,
+  PodLister,
+} from './listers.js';
+export { RESOURCE_NAMES } from './resources.js';
+export type { ResourceName, ResourceTypes } from './resources.js';
+export type { BackoffOptions } from './backoff.js';
+
+export {
+  DEFAULT_LEASE_DURATION_MS,
+  DEFAULT_RENEW_DEADLINE_MS,
+  DEFAULT_RETRY_PERIOD_MS,
+  LeaderElector,
+} from './leader-elector.js';
+export type { LeaderElectorOptions, StopOptions } from './leader-elector.js';
+export { LeaseConflictError } from './lease-lock.js';
+
+export { EVENT_SOURCE_COMPONENT, EventRecorder } from './event-recorder.js';
+export type { EventRecorderOptions, EventType, InvolvedObject } from './event-recorder.js';
+
+export { createKubeContext, KubeServices } from './kube-context.js';
+export type { KubeContext, KubeContextOptions, LeaderElectionRequest } from './kube-context.js';
+
+export { describeKubeError, statusCodeOf } from './api-errors.js';
+export { KubeRequestTimeoutError } from './request-options.js';

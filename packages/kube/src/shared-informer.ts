@@ -1,0 +1,313 @@
+import { ListWatch } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesListObject, KubernetesObject, Watch } from '@kubernetes/client-node';
+import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
+import type { Logger } from 'pino';
+import { describeKubeError, statusCodeOf } from './api-errors.js';
+import { Backoff } from './backoff.js';
+import type { BackoffOptions } from './backoff.js';
+import { HttpWatch } from './http-watch.js';
+import { Indexer } from './indexer.js';
+import type { IndexFunction } from './indexer.js';
+import type { InformerMetrics } from './informer-metrics.js';
+import { callApi } from './request-options.js';
+import type { ApiClients, ResourceDescriptor } from './resources.js';
+
+/** Narrows an informer to part of a resource type, for example the pods of one node. */
+export interface InformerScope {
+  fieldSelector?: string;
+  labelSelector?: string;
+}
+
+/** How one informer is doing, for readiness, logs and tests. */
+export interface InformerStatus {
+  /** The informer key: the resource name, with its selectors if it is scoped. */
+  key: string;
+  resource: string;
+  synced: boolean;
+  watchHealthy: boolean;
+  /** Since when the watch has been down, if it is (including before the first watch). */
+  downSinceMs?: number;
+  /** The last list or watch failure. */
+  lastError?: string;
+  restarts: number;
+  objects: number;
+  /** Requests this informer made, for tests and the benchmark. */
+  lists: number;
+  watches: number;
+}
+
+export interface SharedInformerOptions<T extends KubernetesObject> {
+  key: string;
+  descriptor: ResourceDescriptor<T>;
+  scope: InformerScope;
+  kubeConfig: KubeConfig;
+  clients: ApiClients;
+  logger: Logger;
+  metrics: InformerMetrics;
+  indexes: Record<string, IndexFunction<T>>;
+  restartBackoff: BackoffOptions;
+  /** A failure more than this long after the previous one restarts the backoff from its initial delay. */
+  backoffResetMs: number;
+  requestTimeoutMs: number;
+  /** Each watch request lasts a random time between this and twice this, as in client-go. */
+  watchTimeoutSeconds: number;
+  pageSize: number;
+  now: () => number;
+}
+
+/**
+ * One list+watch of one resource type (or one scope of it), shared by every consumer. client-node's ListWatch does
+ * the listing, watching, resuming from the last resource version and relisting on 410 Gone; this adds what it lacks:
+ * the watchdog (ListWatch stops for good on any other error and only emits 'error'), paged lists with timeouts,
+ * secondary indexes, coalesced change notifications and a sync/health status.
+ */
+export class SharedInformer<T extends KubernetesObject> {
+  readonly key: string;
+  readonly #options: SharedInformerOptions<T>;
+  readonly #listWatch: ListWatch<T>;
+  readonly #indexer: Indexer<T>;
+  readonly #handlers = new Set<() => void>();
+  readonly #backoff: Backoff;
+  readonly #log: Logger;
+  #notifyScheduled = false;
+  #running = false;
+  #stopping = new AbortController();
+  #listedOnce = false;
+  #synced = false;
+  #syncWaiters: (() => void)[] = [];
+  #healthy = false;
+  #downSince: number | undefined;
+  #lastError: string | undefined;
+  #lastFailureAt: number | undefined;
+  #restartTimer: NodeJS.Timeout | undefined;
+  #restarts = 0;
+  #lists = 0;
+  #watches = 0;
+
+  constructor(options: SharedInformerOptions<T>) {
+    this.key = options.key;
+    this.#options = options;
+    this.#indexer = new Indexer(options.indexes);
+    this.#backoff = new Backoff(options.restartBackoff);
+    this.#log = options.logger.child({ informer: options.key });
+    const watch = new HttpWatch(options.kubeConfig, {
+      connectTimeoutMs: options.requestTimeoutMs,
+      timeoutSeconds: () => Math.floor(options.watchTimeoutSeconds * (1 + Math.random())),
+      beforeWatch: () => this.#beforeWatch(),
+      onConnected: () => this.#onConnected(),
+      deserialize: (object) => ObjectSerializer.deserialize(object, options.descriptor.model, ''),
+    });
+    this.#listWatch = new ListWatch<T>(
+      options.descriptor.path,
+      // HttpWatch has Watch's shape; see there why the informers do not use client-node's own.
+      watch as unknown as Watch,
+      () => this.#list(),
+      false,
+      options.scope.labelSelector,
+      options.scope.fieldSelector,
+    );
+    // Registered first, so indexes are current when consumers hear of a change.
+    this.#listWatch.on('add', (object) => this.#upsert(object));
+    this.#listWatch.on('update', (object) => this.#upsert(object));
+    this.#listWatch.on('delete', (object) => this.#remove(object));
+    this.#listWatch.on('error', (error: unknown) => this.#onError(error));
+    options.metrics.register(this.key);
+  }
+
+  get resource(): string {
+    return this.#options.descriptor.name;
+  }
+
+  start(): void {
+    if (this.#running) return;
+    this.#running = true;
+    this.#stopping = new AbortController();
+    this.#downSince ??= this.#options.now();
+    void this.#listWatch.start().catch((error: unknown) => this.#onError(error));
+  }
+
+  async stop(): Promise<void> {
+    if (!this.#running) return;
+    this.#running = false;
+    clearTimeout(this.#restartTimer);
+    this.#restartTimer = undefined;
+    this.#stopping.abort();
+    await this.#listWatch.stop();
+    this.#setHealthy(false);
+  }
+
+  get running(): boolean {
+    return this.#running;
+  }
+
+  hasSynced(): boolean {
+    return this.#synced;
+  }
+
+  /** Resolves once the first list has been loaded into the cache. */
+  whenSynced(): Promise<void> {
+    if (this.#synced) return Promise.resolve();
+    return new Promise((resolve) => this.#syncWaiters.push(resolve));
+  }
+
+  onChange(handler: () => void): () => void {
+    const entry = (): void => handler();
+    this.#handlers.add(entry);
+    return () => this.#handlers.delete(entry);
+  }
+
+  get(name: string, namespace?: string): T | undefined {
+    return this.#listWatch.get(name, namespace);
+  }
+
+  list(namespace?: string): T[] {
+    return this.#listWatch.list(namespace) as T[];
+  }
+
+  byIndex(index: string, key: string): T[] {
+    return this.#indexer.byIndex(index, key);
+  }
+
+  status(): InformerStatus {
+    return {
+      key: this.key,
+      resource: this.resource,
+      synced: this.#synced,
+      watchHealthy: this.#healthy,
+      ...(this.#downSince !== undefined && { downSinceMs: this.#downSince }),
+      ...(this.#lastError !== undefined && { lastError: this.#lastError }),
+      restarts: this.#restarts,
+      objects: this.#indexer.size,
+      lists: this.#lists,
+      watches: this.#watches,
+    };
+  }
+
+  async #list(): Promise<KubernetesListObject<T>> {
+    this.#lists++;
+    const { descriptor, clients, scope, pageSize, requestTimeoutMs } = this.#options;
+    const selectors = {
+      ...(scope.fieldSelector !== undefined && { fieldSelector: scope.fieldSelector }),
+      ...(scope.labelSelector !== undefined && { labelSelector: scope.labelSelector }),
+    };
+    const listPage = (params: { limit?: number; _continue?: string }) =>
+      callApi(
+        `list ${this.key}`,
+        requestTimeoutMs,
+        (options) => descriptor.list(clients, { ...selectors, ...params }, options),
+        this.#stopping.signal,
+      );
+    const items: T[] = [];
+    let resourceVersion = '';
+    let token: string | undefined;
+    const tokens = new Set<string>();
+    do {
+      let page: KubernetesListObject<T>;
+      try {
+        page = await listPage({ ...(pageSize > 0 && { limit: pageSize }), ...(token && { _continue: token }) });
+      } catch (error) {
+        // An expired continue token: the snapshot is gone, so read everything at once, as client-go does.
+        if (token === undefined || statusCodeOf(error) !== 410) throw error;
+        const full = await listPage({});
+        items.length = 0;
+        for (const item of full.items) items.push(withTypeMeta(item, descriptor));
+        resourceVersion = full.metadata?.resourceVersion ?? '';
+        break;
+      }
+      for (const item of page.items) items.push(withTypeMeta(item, descriptor));
+      resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
+      token = page.metadata?._continue || undefined;
+      if (token !== undefined) {
+        if (tokens.has(token)) throw new Error(`list ${this.key}: the API server repeated a continue token`);
+        tokens.add(token);
+      }
+    } while (token !== undefined);
+    if (!resourceVersion) throw new Error(`list ${this.key}: the API server returned no resourceVersion`);
+    this.#listedOnce = true;
+    return { metadata: { resourceVersion }, items };
+  }
+
+  /** Called by the watch transport right before each watch request: the list (if any) is in the cache by then. */
+  #beforeWatch(): boolean {
+    if (!this.#running) return false;
+    this.#watches++;
+    if (this.#listedOnce && !this.#synced) {
+      this.#synced = true;
+      this.#log.debug({ objects: this.#indexer.size }, 'informer synced');
+      for (const resolve of this.#syncWaiters.splice(0)) resolve();
+    }
+    return true;
+  }
+
+  #onConnected(): void {
+    if (!this.#running) return;
+    if (!this.#healthy && this.#lastError !== undefined) this.#log.info('watch restored');
+    this.#downSince = undefined;
+    this.#setHealthy(true);
+  }
+
+  #onError(error: unknown): void {
+    // ListWatch also reports the abort of its own request when stopped.
+    if (!this.#running) return;
+    const now = this.#options.now();
+    if (this.#lastFailureAt !== undefined && now - this.#lastFailureAt > this.#options.backoffResetMs) {
+      this.#backoff.reset();
+    }
+    this.#lastFailureAt = now;
+    this.#lastError = describeKubeError(error);
+    this.#downSince ??= now;
+    this.#setHealthy(false);
+    if (this.#restartTimer) return;
+    const delayMs = this.#backoff.next();
+    this.#log.warn({ err: this.#lastError, retryInMs: delayMs }, 'informer list/watch failed; restarting it');
+    this.#restartTimer = setTimeout(() => {
+      this.#restartTimer = undefined;
+      if (!this.#running) return;
+      this.#restarts++;
+      this.#options.metrics.restarted(this.key);
+      void this.#listWatch.start().catch((restartError: unknown) => this.#onError(restartError));
+    }, delayMs);
+  }
+
+  #setHealthy(healthy: boolean): void {
+    this.#healthy = healthy;
+    this.#options.metrics.healthy(this.key, healthy);
+  }
+
+  #upsert(object: T): void {
+    this.#indexer.upsert(object);
+    this.#scheduleNotify();
+  }
+
+  #remove(object: T): void {
+    this.#indexer.remove(object);
+    this.#scheduleNotify();
+  }
+
+  /** Consumers only request syncs, so one call per burst of events (a list of 10k pods) is enough. */
+  #scheduleNotify(): void {
+    if (this.#notifyScheduled) return;
+    this.#notifyScheduled = true;
+    setImmediate(() => {
+      this.#notifyScheduled = false;
+      this.#options.metrics.objects(this.key, this.#indexer.size);
+      for (const handler of this.#handlers) {
+        try {
+          handler();
+        } catch (error) {
+          this.#log.error({ err: describeKubeError(error) }, 'change handler threw');
+        }
+      }
+    });
+  }
+}
+
+/**
+ * List items come without apiVersion and kind, watched objects with them; filling them in makes every cached object
+ * usable as an Event's involved object.
+ */
+function withTypeMeta<T extends KubernetesObject>(item: T, descriptor: ResourceDescriptor<T>): T {
+  if (!item.kind) item.kind = descriptor.kind;
+  if (!item.apiVersion) item.apiVersion = descriptor.apiVersion;
+  return item;
+}

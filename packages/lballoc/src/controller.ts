@@ -1,0 +1,105 @@
+import type { CoreV1Api, V1Service } from '@kubernetes/client-node';
+import { createSyncController, SyncFailures, type Controller, type PluginContext } from '@kube-router/controller';
+import { planAllocations, type PlanOptions } from './plan.js';
+import { AddressPool } from './pool.js';
+import { writeIngress } from './status-writer.js';
+
+/** The controller's name: its health check and the `controller` label of its sync metrics. */
+export const LBALLOC_CONTROLLER = 'lballoc';
+
+/** What the allocator needs of the cluster; the plugin wires it to @kube-router/kube. */
+export interface LballocCluster {
+  api: CoreV1Api;
+  /** Whether this replica holds the allocator's Lease right now. */
+  isLeader(): boolean;
+  /** Records a Warning event on a Service. Never throws. */
+  warn(service: V1Service, reason: string, message: string): void;
+  /** Registers for Service changes; returns the unsubscribe function. */
+  onServicesChanged(handler: () => void): () => void;
+  /** Starts and stops leader election with the controller. */
+  startElection(onLeadershipChange: () => void): void;
+  stopElection(): Promise<void>;
+}
+
+export interface LballocSettings extends PlanOptions {
+  ranges: readonly string[];
+  syncPeriodMs: number;
+  minSyncIntervalMs?: number;
+  syncTimeoutMs?: number;
+}
+
+/**
+ * LoadBalancer IP allocation. Every replica runs the loop and beats; only the Lease holder writes. Each leader sync
+ * lists Services from the API server rather than a cache, so that a new leader sees every address its predecessor
+ * handed out before it plans, and every write carries the resourceVersion it was planned from.
+ */
+export function createLballocController(ctx: PluginContext, cluster: LballocCluster, settings: LballocSettings): Controller {
+  // A bad range must not take the agent down with it: every sync fails with the reason, and each Service that
+  // waits for an address gets an event saying why.
+  let pool: AddressPool | undefined;
+  let poolError: Error | undefined;
+  try {
+    pool = new AddressPool(settings.ranges);
+  } catch (error) {
+    poolError = error instanceof Error ? error : new Error(String(error));
+  }
+  let unsubscribe: (() => void) | undefined;
+
+  return createSyncController(ctx, {
+    name: LBALLOC_CONTROLLER,
+    syncPeriodMs: settings.syncPeriodMs,
+    ...(settings.minSyncIntervalMs !== undefined && { minSyncIntervalMs: settings.minSyncIntervalMs }),
+    ...(settings.syncTimeoutMs !== undefined && { syncTimeoutMs: settings.syncTimeoutMs }),
+    start({ requestSync }) {
+      unsubscribe = cluster.onServicesChanged(() => requestSync('services'));
+      cluster.startElection(() => requestSync('leadership'));
+    },
+    async stop() {
+      unsubscribe?.();
+      await cluster.stopElection();
+    },
+    async sync({ progress, signal }) {
+      if (!cluster.isLeader()) return;
+      const { items: services } = await cluster.api.listServiceForAllNamespaces();
+      const failures = new SyncFailures();
+      if (!pool) {
+        for (const svc of services) {
+          if (svc.spec?.type !== 'LoadBalancer') continue;
+          cluster.warn(svc, 'InvalidLoadBalancerIPRange', poolError!.message);
+          failures.add(`service/${svc.metadata?.namespace}/${svc.metadata?.name}`, poolError);
+        }
+        if (failures.size === 0) failures.add('--loadbalancer-ip-range', poolError);
+        failures.throwIfAny(LBALLOC_CONTROLLER);
+        return;
+      }
+
+      const planned = planAllocations(services, pool, settings);
+      let written = 0;
+      for (const { service, key, decision } of planned) {
+        if (decision.action === 'keep') continue;
+        // A replica that lost the Lease mid-walk stops writing at once; the new leader re-plans from the API.
+        if (!cluster.isLeader() || signal.aborted) break;
+        const object = `service/${key}`;
+        if (decision.action === 'fail') {
+          cluster.warn(service, 'LoadBalancerIPAllocationFailed', decision.reason);
+          failures.add(object, new Error(decision.reason));
+          continue;
+        }
+        await failures.attempt(object, async () => {
+          try {
+            await writeIngress(cluster.api, service, decision.ingress, {
+              ...settings,
+              releasing: decision.action === 'release',
+            });
+          } catch (error) {
+            cluster.warn(service, 'LoadBalancerStatusUpdateFailed', `could not write ${decision.ingress.join(', ')}: ${String(error)}`);
+            throw error;
+          }
+        });
+        if (++written % 100 === 0) progress();
+      }
+      ctx.logger.debug({ services: services.length, written, failed: failures.size }, 'allocation walk ended');
+      failures.throwIfAny(LBALLOC_CONTROLLER);
+    },
+  });
+}

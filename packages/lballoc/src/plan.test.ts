@@ -1,0 +1,138 @@
+import { describe, expect, it } from 'vitest';
+import { planAllocations, REQUESTED_IPS_ANNOTATION, type Decision, type ServiceLike } from './plan.js';
+import { AddressPool } from './pool.js';
+
+let clock = 0;
+function svc(name: string, spec: ServiceLike['spec'] = {}, extra: Partial<ServiceLike> = {}): ServiceLike {
+  return {
+    metadata: { namespace: 'default', name, creationTimestamp: new Date(1_700_000_000_000 + clock++ * 1000), ...extra.metadata },
+    spec: { type: 'LoadBalancer', ...spec },
+    status: extra.status ?? {},
+  };
+}
+const decisions = (planned: ReturnType<typeof planAllocations>): Record<string, Decision> =>
+  Object.fromEntries(planned.map((p) => [p.key.split('/')[1], p.decision]));
+const defaults = { defaultClass: true };
+
+describe('planAllocations', () => {
+  it('serves services of class kube-router, and of no class or default only with the default class', () => {
+    const services = [
+      svc('none'),
+      svc('default', { loadBalancerClass: 'default' }),
+      svc('ours', { loadBalancerClass: 'kube-router' }),
+      svc('theirs', { loadBalancerClass: 'metallb' }),
+      svc('cluster', { type: 'ClusterIP' }),
+    ];
+    const on = decisions(planAllocations(services, new AddressPool(['10.0.0.0/28']), defaults));
+    expect(Object.entries(on).map(([n, d]) => [n, d.action])).toEqual([
+      ['none', 'assign'],
+      ['default', 'assign'],
+      ['ours', 'assign'],
+      ['theirs', 'keep'],
+      ['cluster', 'keep'],
+    ]);
+    const off = decisions(planAllocations(services, new AddressPool(['10.0.0.0/28']), { defaultClass: false }));
+    expect(off.none?.action).toBe('keep');
+    expect(off.ours).toEqual({ action: 'assign', ingress: ['10.0.0.0'], added: ['10.0.0.0'] });
+  });
+
+  it('never hands out an address another Service holds as ingress or external IP', () => {
+    const services = [
+      svc('holder', { loadBalancerClass: 'metallb', externalIPs: ['10.0.0.1'] }, { status: { loadBalancer: { ingress: [{ ip: '10.0.0.0' }] } } }),
+      svc('new'),
+    ];
+    const planned = decisions(planAllocations(services, new AddressPool(['10.0.0.0/30']), defaults));
+    expect(planned.new).toEqual({ action: 'assign', ingress: ['10.0.0.2'], added: ['10.0.0.2'] });
+  });
+
+  it('keeps a Service that is already served', () => {
+    const served = svc('served', {}, { status: { loadBalancer: { ingress: [{ ip: '10.0.0.3' }] } } });
+    expect(planAllocations([served], new AddressPool(['10.0.0.0/30']), defaults)[0]?.decision).toEqual({ action: 'keep' });
+  });
+
+  it('fails the Services that find the pool exhausted and serves the others', () => {
+    const planned = decisions(planAllocations([svc('a'), svc('b'), svc('c')], new AddressPool(['10.0.0.0/31']), defaults));
+    expect(planned.a?.action).toBe('assign');
+    expect(planned.b?.action).toBe('assign');
+    expect(planned.c).toEqual({ action: 'fail', reason: 'the IPv4 pool is exhausted (2 addresses in use)' });
+  });
+
+  it('allocates both families for dual-stack Services and fails RequireDualStack without both ranges', () => {
+    const pool = new AddressPool(['10.0.0.0/30', '2001:db8::/126']);
+    const dual = svc('dual', { ipFamilies: ['IPv6', 'IPv4'], ipFamilyPolicy: 'RequireDualStack' });
+    const v6 = svc('v6', { ipFamilies: ['IPv6'] });
+    const planned = decisions(planAllocations([dual, v6], pool, defaults));
+    expect(planned.dual).toEqual({ action: 'assign', ingress: ['2001:db8::', '10.0.0.0'], added: ['2001:db8::', '10.0.0.0'] });
+    expect(planned.v6).toEqual({ action: 'assign', ingress: ['2001:db8::1'], added: ['2001:db8::1'] });
+
+    const v4only = new AddressPool(['10.0.0.0/30']);
+    expect(planAllocations([dual], v4only, defaults)[0]?.decision).toEqual({
+      action: 'fail',
+      reason: 'RequireDualStack but no IPv6 range is configured',
+    });
+    const prefer = svc('prefer', { ipFamilyPolicy: 'PreferDualStack' });
+    expect(planAllocations([prefer], v4only, defaults)[0]?.decision).toEqual({
+      action: 'assign',
+      ingress: ['10.0.0.0'],
+      added: ['10.0.0.0'],
+    });
+  });
+
+  it('never gives a RequireDualStack Service half of what it requires', () => {
+    const pool = new AddressPool(['10.0.0.0/32', '2001:db8::/128']);
+    const first = svc('first');
+    const dual = svc('dual', { ipFamilyPolicy: 'RequireDualStack', ipFamilies: ['IPv4', 'IPv6'] });
+    const later = svc('later', { ipFamilies: ['IPv6'] });
+    const planned = decisions(planAllocations([first, dual, later], pool, defaults));
+    expect(planned.dual).toEqual({ action: 'fail', reason: 'the IPv4 pool is exhausted (1 addresses in use)' });
+    // The IPv6 address the dual-stack Service could not use stays free for others.
+    expect(planned.later).toEqual({ action: 'assign', ingress: ['2001:db8::'], added: ['2001:db8::'] });
+  });
+
+  it('honours a requested address when free and reports it when not', () => {
+    const pool = new AddressPool(['10.0.0.0/28']);
+    const holder = svc('holder', {}, { status: { loadBalancer: { ingress: [{ ip: '10.0.0.5' }] } } });
+    const wantsFree = svc('wants-free', { loadBalancerIP: '10.0.0.9' });
+    const wantsTaken = svc('wants-taken', {}, { metadata: { annotations: { [REQUESTED_IPS_ANNOTATION]: '10.0.0.5' } } });
+    const wantsOutside = svc('wants-outside', { loadBalancerIP: '192.0.2.1' });
+    const wantsGarbage = svc('wants-garbage', {}, { metadata: { annotations: { [REQUESTED_IPS_ANNOTATION]: 'ten.zero' } } });
+    const dynamic = svc('dynamic');
+    const planned = decisions(planAllocations([holder, wantsFree, wantsTaken, wantsOutside, wantsGarbage, dynamic], pool, defaults));
+    expect(planned['wants-free']).toEqual({ action: 'assign', ingress: ['10.0.0.9'], added: ['10.0.0.9'] });
+    expect(planned['wants-taken']).toEqual({ action: 'fail', reason: 'requested address 10.0.0.5 is in use by default/holder' });
+    expect(planned['wants-outside']).toEqual({
+      action: 'fail',
+      reason: 'requested address 192.0.2.1 is not in any --loadbalancer-ip-range',
+    });
+    expect(planned['wants-garbage']).toEqual({ action: 'fail', reason: 'invalid requested address "ten.zero"' });
+    expect(planned.dynamic).toEqual({ action: 'assign', ingress: ['10.0.0.0'], added: ['10.0.0.0'] });
+  });
+
+  it('reserves requested addresses ahead of dynamic allocation, and gives a contested one to the older Service', () => {
+    const pool = new AddressPool(['10.0.0.0/31']);
+    const dynamic = svc('dynamic');
+    const older = svc('older', {}, { metadata: { annotations: { [REQUESTED_IPS_ANNOTATION]: '10.0.0.0' } } });
+    const younger = svc('younger', { loadBalancerIP: '10.0.0.0' });
+    const planned = decisions(planAllocations([younger, dynamic, older], pool, defaults));
+    expect(planned.dynamic).toEqual({ action: 'assign', ingress: ['10.0.0.1'], added: ['10.0.0.1'] });
+    expect(planned.older).toEqual({ action: 'assign', ingress: ['10.0.0.0'], added: ['10.0.0.0'] });
+    expect(planned.younger).toEqual({ action: 'fail', reason: 'requested address 10.0.0.0 is in use by default/older' });
+  });
+
+  it('moves a Service to a newly requested address and releases the old one from its status', () => {
+    const pool = new AddressPool(['10.0.0.0/28']);
+    const moved = svc('moved', { loadBalancerIP: '10.0.0.7' }, { status: { loadBalancer: { ingress: [{ ip: '10.0.0.2' }] } } });
+    expect(planAllocations([moved], pool, defaults)[0]?.decision).toEqual({ action: 'assign', ingress: ['10.0.0.7'], added: ['10.0.0.7'] });
+  });
+
+  it('releases our addresses from a Service that is no longer of type LoadBalancer', () => {
+    const pool = new AddressPool(['10.0.0.0/28']);
+    const former = svc('former', { type: 'ClusterIP' }, { status: { loadBalancer: { ingress: [{ ip: '10.0.0.3' }, { ip: '192.0.2.1' }] } } });
+    const next = svc('next');
+    const planned = decisions(planAllocations([former, next], pool, defaults));
+    expect(planned.former).toEqual({ action: 'release', ingress: ['192.0.2.1'], released: ['10.0.0.3'] });
+    // Not reused within the same walk: the status still holds it until the release is written.
+    expect(planned.next?.action).toBe('assign');
+    expect(planned.next).not.toMatchObject({ added: ['10.0.0.3'] });
+  });
+});

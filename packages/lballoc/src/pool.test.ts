@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import { AddressPool, canonical, InvalidRangeError } from './pool.js';
+
+const none = () => false;
+
+describe('AddressPool', () => {
+  it('hands out every address of several ranges in order, then wraps around past used ones', () => {
+    const pool = new AddressPool(['10.0.0.0/31', '10.0.1.5-10.0.1.6']);
+    const used = new Set<string>();
+    const take = () => {
+      const ip = pool.allocate('IPv4', (c) => used.has(c));
+      if (ip) used.add(ip);
+      return ip;
+    };
+    expect([take(), take(), take(), take(), take()]).toEqual(['10.0.0.0', '10.0.0.1', '10.0.1.5', '10.0.1.6', undefined]);
+    used.delete('10.0.0.1');
+    expect(take()).toBe('10.0.0.1');
+  });
+
+  it('allocates IPv6 from large prefixes without enumerating them', () => {
+    const pool = new AddressPool(['2001:db8::/64']);
+    expect(pool.size('IPv6')).toBe(2n ** 64n);
+    expect(pool.allocate('IPv6', none)).toBe('2001:db8::');
+    expect(pool.allocate('IPv6', (c) => c === '2001:db8::1')).toBe('2001:db8::2');
+    expect(pool.has('IPv4')).toBe(false);
+    expect(pool.allocate('IPv4', none)).toBeUndefined();
+  });
+
+  it('answers containment for any textual form of an address', () => {
+    const pool = new AddressPool(['192.0.2.0/24', '2001:db8:1::/120']);
+    expect(pool.contains('192.0.2.77')).toBe(true);
+    expect(pool.contains('::ffff:192.0.2.77')).toBe(true);
+    expect(pool.contains('2001:0db8:0001:0000::00ff')).toBe(true);
+    expect(pool.contains('2001:db8:1::100')).toBe(false);
+    expect(pool.contains('not-an-ip')).toBe(false);
+  });
+
+  it.each([
+    ['10.0.0.1/24', /host bits set; did you mean 10\.0\.0\.0\/24/],
+    ['10.0.0.0/33', /not a CIDR/],
+    ['banana', /not a CIDR/],
+    ['10.0.0.9-10.0.0.1', /last address comes before the first/],
+    ['10.0.0.1-2001:db8::1', /one family/],
+  ])('rejects %s with a clear error', (range, message) => {
+    expect(() => new AddressPool([range])).toThrow(InvalidRangeError);
+    expect(() => new AddressPool([range])).toThrow(message);
+  });
+
+  it('rejects overlapping ranges', () => {
+    expect(() => new AddressPool(['10.0.0.0/24', '10.0.0.128/25'])).toThrow(/overlaps 10\.0\.0\.0\/24/);
+  });
+
+  it('canonicalises addresses', () => {
+    expect(canonical('2001:0DB8::0001')).toBe('2001:db8::1');
+    expect(canonical('::ffff:10.1.2.3')).toBe('10.1.2.3');
+    expect(canonical('10.1.2')).toBeUndefined();
+  });
+});

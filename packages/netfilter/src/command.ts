@@ -1,0 +1,117 @@
+/** One invocation of an external tool. Every invocation has a deadline: the runner's default unless `timeoutMs` says otherwise. */
+export interface CommandSpec {
+  readonly command: string;
+  readonly args?: readonly string[];
+  /** Written to the tool's stdin; without it stdin is /dev/null so that a tool waiting for input cannot hang. */
+  readonly input?: string;
+  readonly timeoutMs?: number;
+  /** Runs the tool inside this network namespace (`ip netns exec <netns> <command> ...`). */
+  readonly netns?: string;
+  /** Exit codes that are answers rather than failures, such as 1 from `iptables -C` for a missing rule. */
+  readonly okExitCodes?: readonly number[];
+}
+
+export interface CommandResult {
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly exitCode: number;
+  readonly durationMs: number;
+}
+
+/** Runs external tools. The real one is ExecRunner; RecordingRunner stands in for it in unit tests. */
+export interface CommandRunner {
+  /** Resolves with the result, or rejects with a CommandError when the tool failed, timed out or could not start. */
+  run(spec: CommandSpec): Promise<CommandResult>;
+}
+
+export interface CommandErrorDetails {
+  readonly command: string;
+  readonly args: readonly string[];
+  readonly exitCode: number | null;
+  readonly signal?: string | null;
+  readonly stderr?: string;
+  readonly stdout?: string;
+  readonly timedOut?: boolean;
+  readonly timeoutMs?: number;
+  readonly netns?: string;
+  /** Why the tool could not be started (ENOENT, EACCES, ...). */
+  readonly spawnError?: string;
+  /** Extra context a caller adds, such as the restore input line that the tool rejected. */
+  readonly hint?: string;
+}
+
+/** Stderr in messages is capped so that one broken rule set cannot produce a megabyte-long log line; `stderr` keeps it all. */
+const MESSAGE_STDERR_LIMIT = 4000;
+
+/** An external tool failed. The message names the command, why it failed and what it wrote to stderr. */
+export class CommandError extends Error {
+  readonly command: string;
+  readonly args: readonly string[];
+  readonly exitCode: number | null;
+  readonly signal: string | null;
+  readonly stderr: string;
+  readonly stdout: string;
+  readonly timedOut: boolean;
+  readonly timeoutMs: number | undefined;
+  readonly netns: string | undefined;
+  readonly spawnError: string | undefined;
+  readonly hint: string | undefined;
+
+  constructor(details: CommandErrorDetails) {
+    super(describeFailure(details));
+    this.name = 'CommandError';
+    this.command = details.command;
+    this.args = details.args;
+    this.exitCode = details.exitCode;
+    this.signal = details.signal ?? null;
+    this.stderr = details.stderr ?? '';
+    this.stdout = details.stdout ?? '';
+    this.timedOut = details.timedOut ?? false;
+    this.timeoutMs = details.timeoutMs;
+    this.netns = details.netns;
+    this.spawnError = details.spawnError;
+    this.hint = details.hint;
+  }
+
+  /** The same failure with context added to its message (the error stays a CommandError with every field). */
+  withHint(hint: string): CommandError {
+    return new CommandError({ ...this.details(), hint: this.hint ? `${this.hint}; ${hint}` : hint });
+  }
+
+  details(): CommandErrorDetails {
+    return {
+      command: this.command,
+      args: this.args,
+      exitCode: this.exitCode,
+      signal: this.signal,
+      stderr: this.stderr,
+      stdout: this.stdout,
+      timedOut: this.timedOut,
+      timeoutMs: this.timeoutMs,
+      netns: this.netns,
+      spawnError: this.spawnError,
+      hint: this.hint,
+    };
+  }
+}
+
+export function formatCommandLine(command: string, args: readonly string[] = []): string {
+  return [command, ...args].map(quoteForDisplay).join(' ');
+}
+
+function quoteForDisplay(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+function describeFailure(details: CommandErrorDetails): string {
+  const where = details.netns ? ` (netns ${details.netns})` : '';
+  const head = `${formatCommandLine(details.command, details.args)}${where}`;
+  let reason: string;
+  if (details.spawnError) reason = `could not start: ${details.spawnError}`;
+  else if (details.timedOut) reason = `timed out after ${details.timeoutMs ?? '?'}ms and was killed`;
+  else if (details.exitCode === null) reason = `was killed by ${details.signal ?? 'a signal'}`;
+  else reason = `exited with code ${details.exitCode}`;
+  const stderr = (details.stderr ?? '').trim();
+  const shown = stderr.length > MESSAGE_STDERR_LIMIT ? `${stderr.slice(0, MESSAGE_STDERR_LIMIT)}… (truncated)` : stderr;
+  return [`${head} ${reason}`, shown && `stderr: ${shown}`, details.hint].filter(Boolean).join('; ');
+}

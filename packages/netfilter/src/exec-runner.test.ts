@@ -1,0 +1,146 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CommandError } from './command.js';
+import { ExecRunner } from './exec-runner.js';
+import { createTestNetns, missingForRealTests } from './testing/netns.js';
+import type { TestNetns } from './testing/netns.js';
+
+const runner = new ExecRunner({ defaultTimeoutMs: 5_000 });
+
+/** Alive means running or sleeping; a zombie waiting for init to reap it is already dead. */
+async function processAlive(pid: number): Promise<boolean> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+describe('ExecRunner', () => {
+  it('returns stdout, stderr and the exit code', async () => {
+    const result = await runner.run({ command: 'sh', args: ['-c', 'echo out; echo err >&2'] });
+    expect(result).toMatchObject({ stdout: 'out\n', stderr: 'err\n', exitCode: 0 });
+    expect(result.durationMs).toBeGreaterThanOrEqual(0);
+  });
+
+  it('writes input to stdin', async () => {
+    const input = 'line one\nline two\n'.repeat(20_000);
+    const result = await runner.run({ command: 'cat', input });
+    expect(result.stdout).toBe(input);
+  });
+
+  it('gives a tool without input an empty stdin instead of letting it wait forever', async () => {
+    const result = await runner.run({ command: 'cat', timeoutMs: 2_000 });
+    expect(result.stdout).toBe('');
+  });
+
+  it('fails with a CommandError that carries command, args, exit code and stderr', async () => {
+    const error = await runner
+      .run({ command: 'sh', args: ['-c', 'echo partial; echo "chain KRT-X does not exist" >&2; exit 3'] })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CommandError);
+    const failure = error as CommandError;
+    expect(failure).toMatchObject({ command: 'sh', exitCode: 3, timedOut: false, stdout: 'partial\n' });
+    expect(failure.args).toEqual(['-c', 'echo partial; echo "chain KRT-X does not exist" >&2; exit 3']);
+    expect(failure.stderr).toBe('chain KRT-X does not exist\n');
+    expect(failure.message).toContain('exited with code 3');
+    expect(failure.message).toContain('stderr: chain KRT-X does not exist');
+  });
+
+  it('accepts exit codes listed as answers', async () => {
+    const result = await runner.run({ command: 'sh', args: ['-c', 'exit 1'], okExitCodes: [1] });
+    expect(result.exitCode).toBe(1);
+  });
+
+  it('kills a command that outlives its timeout and says so', async () => {
+    const started = performance.now();
+    const error = await runner.run({ command: 'sleep', args: ['10'], timeoutMs: 200 }).catch((e: unknown) => e);
+    const elapsed = performance.now() - started;
+    expect(error).toBeInstanceOf(CommandError);
+    expect((error as CommandError).timedOut).toBe(true);
+    expect((error as CommandError).message).toMatch(/^sleep 10 timed out after 200ms and was killed/);
+    expect(elapsed).toBeLessThan(2_000);
+  });
+
+  describe('with a temporary directory', () => {
+    let directory = '';
+    beforeAll(async () => {
+      directory = await mkdtemp(join(tmpdir(), 'krt-exec-'));
+    });
+    afterAll(async () => {
+      await rm(directory, { recursive: true, force: true });
+    });
+
+    it('kills what the timed-out command started too', async () => {
+      const pidFile = join(directory, 'grandchild.pid');
+      const script = `sleep 30 & echo $! > ${pidFile}; wait`;
+      await expect(runner.run({ command: 'sh', args: ['-c', script], timeoutMs: 300 })).rejects.toThrow(/timed out/);
+      const grandchild = Number((await readFile(pidFile, 'utf8')).trim());
+      expect(grandchild).toBeGreaterThan(0);
+      await expect.poll(() => processAlive(grandchild), { timeout: 2_000 }).toBe(false);
+    });
+
+    it('times out even when a descendant that left the process group keeps stdout open', async () => {
+      const pidFile = join(directory, 'escaped.pid');
+      const script = `setsid sh -c 'echo $$ > ${pidFile}; exec sleep 30' & wait`;
+      const started = performance.now();
+      try {
+        await expect(runner.run({ command: 'sh', args: ['-c', script], timeoutMs: 300 })).rejects.toThrow(/timed out/);
+        expect(performance.now() - started).toBeLessThan(3_000);
+      } finally {
+        const escaped = Number((await readFile(pidFile, 'utf8').catch(() => '')).trim());
+        if (escaped > 0) process.kill(escaped, 'SIGKILL');
+      }
+    });
+  });
+
+  it('reports a command that cannot start', async () => {
+    const error = await runner.run({ command: 'krt-no-such-tool', args: ['x'] }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CommandError);
+    expect((error as CommandError).exitCode).toBeNull();
+    expect((error as CommandError).message).toMatch(/^krt-no-such-tool x could not start: .*ENOENT/);
+  });
+
+  it('quotes arguments with spaces in the message', async () => {
+    const error = await runner.run({ command: 'sh', args: ['-c', 'exit 2'] }).catch((e: unknown) => e);
+    expect((error as Error).message).toMatch(/^sh -c 'exit 2' exited with code 2/);
+  });
+});
+
+const missing = missingForRealTests();
+describe.skipIf(missing !== undefined)(
+  `ExecRunner in a network namespace ${missing ? `(skipped: ${missing})` : ''}`,
+  () => {
+    let netns: TestNetns;
+    beforeAll(async () => {
+      netns = await createTestNetns();
+    });
+    afterAll(async () => {
+      await netns?.remove();
+    });
+
+    it('runs the command inside the namespace', async () => {
+      const inside = await runner.run({ command: 'ip', args: ['-j', 'link', 'show'], netns: netns.name });
+      const links = (JSON.parse(inside.stdout) as { ifname: string }[]).map((link) => link.ifname);
+      expect(links).toEqual(['lo']);
+    });
+
+    it('names the namespace in errors', async () => {
+      const error = await runner
+        .run({ command: 'sh', args: ['-c', 'echo nope >&2; exit 4'], netns: netns.name })
+        .catch((e: unknown) => e);
+      expect((error as CommandError).netns).toBe(netns.name);
+      expect((error as CommandError).message).toContain(`(netns ${netns.name}) exited with code 4; stderr: nope`);
+    });
+
+    it('kills a hanging command inside the namespace', async () => {
+      const error = await runner
+        .run({ command: 'sleep', args: ['10'], netns: netns.name, timeoutMs: 200 })
+        .catch((e: unknown) => e);
+      expect((error as CommandError).timedOut).toBe(true);
+    });
+  },
+);

@@ -1,0 +1,123 @@
+import { spawn } from 'node:child_process';
+import type { Logger } from 'pino';
+import { CommandError } from './command.js';
+import type { CommandResult, CommandRunner, CommandSpec } from './command.js';
+
+export interface ExecRunnerOptions {
+  /** Deadline of a command that does not set its own. */
+  readonly defaultTimeoutMs?: number;
+  /** The `ip` binary used for `ip netns exec`. */
+  readonly ipCommand?: string;
+  /** Logs every command at debug level with its duration and exit code. */
+  readonly logger?: Logger;
+}
+
+export const DEFAULT_COMMAND_TIMEOUT_MS = 30_000;
+
+/** Runs commands with child_process.spawn, a deadline, stdin input and an optional network namespace. */
+export class ExecRunner implements CommandRunner {
+  readonly defaultTimeoutMs: number;
+  readonly #ipCommand: string;
+  readonly #logger: Logger | undefined;
+
+  constructor(options: ExecRunnerOptions = {}) {
+    this.defaultTimeoutMs = options.defaultTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
+    this.#ipCommand = options.ipCommand ?? 'ip';
+    this.#logger = options.logger;
+  }
+
+  run(spec: CommandSpec): Promise<CommandResult> {
+    const args = spec.args ?? [];
+    const timeoutMs = spec.timeoutMs ?? this.defaultTimeoutMs;
+    const [file, argv] = spec.netns
+      ? [this.#ipCommand, ['netns', 'exec', spec.netns, spec.command, ...args]]
+      : [spec.command, [...args]];
+    const started = performance.now();
+    const failure = { command: spec.command, args, netns: spec.netns, timeoutMs };
+
+    return new Promise<CommandResult>((resolve, reject) => {
+      const child = spawn(file, argv, {
+        stdio: [spec.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+        // Its own process group, so that a timeout also kills whatever the tool started.
+        detached: true,
+        // Tools' messages are parsed and shown to operators; keep them in one language.
+        env: { ...process.env, LC_ALL: 'C' },
+      });
+      const stdout: Buffer[] = [];
+      const stderr: Buffer[] = [];
+      let timedOut = false;
+      let settled = false;
+
+      const timer = setTimeout(() => {
+        timedOut = true;
+        killGroup(child.pid, () => child.kill('SIGKILL'));
+      }, timeoutMs);
+
+      child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk));
+      child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
+      if (spec.input !== undefined && child.stdin) {
+        // A tool that exits before reading all its input makes the write fail with EPIPE; its exit status tells why.
+        child.stdin.on('error', () => {});
+        child.stdin.end(spec.input);
+      }
+
+      child.on('error', (error) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        reject(new CommandError({ ...failure, exitCode: null, spawnError: error.message }));
+      });
+
+      const finish = (code: number | null, signal: NodeJS.Signals | null): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        const durationMs = Math.round((performance.now() - started) * 10) / 10;
+        const result = {
+          stdout: Buffer.concat(stdout).toString('utf8'),
+          stderr: Buffer.concat(stderr).toString('utf8'),
+          exitCode: code ?? -1,
+          durationMs,
+        };
+        this.#logger?.debug(
+          { command: spec.command, args, netns: spec.netns, exitCode: code, signal, timedOut, durationMs },
+          'command finished',
+        );
+        const ok = !timedOut && code !== null && (code === 0 || (spec.okExitCodes?.includes(code) ?? false));
+        if (ok) {
+          resolve(result);
+          return;
+        }
+        reject(
+          new CommandError({
+            ...failure,
+            exitCode: code,
+            signal,
+            stderr: result.stderr,
+            stdout: result.stdout,
+            timedOut,
+          }),
+        );
+      };
+
+      child.on('close', finish);
+      child.on('exit', (code, signal) => {
+        // After a timeout, a descendant that left the process group may still hold stdout open, and 'close' would
+        // wait for it; the deadline is over, so give up on the pipes.
+        if (!timedOut) return;
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+        finish(code, signal);
+      });
+    });
+  }
+}
+
+function killGroup(pid: number | undefined, fallback: () => void): void {
+  if (pid === undefined) return fallback();
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    fallback();
+  }
+}

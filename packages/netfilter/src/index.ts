@@ -1,0 +1,41 @@
+export { CommandError, formatCommandLine } from './command.js';
+export type { CommandErrorDetails, CommandResult, CommandRunner, CommandSpec } from './command.js';
+export { DEFAULT_COMMAND_TIMEOUT_MS, ExecRunner } from './exec-runner.js';
+export type { ExecRunnerOptions } from './exec-runner.js';
+export { RecordingRunner } from './recording-runner.js';
+export type {
+  InvocationMatcher,
+  RecordedInvocation,
+  RecordingRunnerOptions,
+  ScriptedResponse,
+  ScriptedResult,
+} from './recording-runner.js';
+export { Mutex, toolLocks } from './mutex.js';
+export type { ToolFamily } from './mutex.js';
+export { findExecutable, hasTool } from './executables.js';
+export { inetFamily } from './family.js';
+export type { IpFamily } from './family.js';
+
+export { Iptables } from './iptables.js';
+export type { IptablesBackend, IptablesOptions, IptablesVersion } from './iptables.js';
+export { MAX_CHAIN_NAME_LENGTH, assertOwnChainName, renderIptablesRestore } from './iptables-restore.js';
+export type { RestoreChain, RestoreTable } from './iptables-restore.js';
+export { parseIptablesSave, selectOwnChains } from './iptables-save.js';
+export type { OwnChains, SavedChain, SavedRule, SavedTable } from './iptables-save.js';
+
+export { Ipset } from './ipset.js';
+export type { IpsetOptions } from './ipset.js';
+export { IpsetScript, MAX_IPSET_NAME_LENGTH, assertSetName, ipsetNetElements } from './ipset-script.js';
+export type { IpsetMember, IpsetSpec, IpsetType } from './ipset-script.js';
+export { parseIpsetNames, parseIpsetSave } from './ipset-save.js';
+export type { SavedIpset } from './ipset-save.js';
+
+export { Nft } from './nft.js';
+export type { NftOptions } from './nft.js';
+export { parseNftJson } from './nft-json.js';
+export type { NftChain, NftMap, NftRule, NftRuleset, NftSet, NftTable } from './nft-json.js';
+
+export { IpRoute2 } from './ip.js';
+export type { IpAddressInfo, IpLink, IpLinkAddresses, IpRoute, IpRouteQuery, IpRoute2Options } from './ip.js';
+export { addNetns, deleteNetns, listNetns } from './netns.js';
+export { blamedInputLine } from './blamed-line.js';

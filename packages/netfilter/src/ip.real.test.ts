@@ -1,0 +1,72 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CommandError } from './command.js';
+import { IpRoute2 } from './ip.js';
+import { listNetns } from './netns.js';
+import { createTestNetns, missingForRealTests } from './testing/netns.js';
+import type { TestNetns } from './testing/netns.js';
+
+const missing = missingForRealTests();
+
+describe.skipIf(missing !== undefined)(`ip in a network namespace ${missing ? `(skipped: ${missing})` : ''}`, () => {
+  let netns: TestNetns;
+  let ip: IpRoute2;
+  beforeAll(async () => {
+    netns = await createTestNetns();
+    ip = new IpRoute2({ runner: netns.runner, netns: netns.name });
+  });
+  afterAll(async () => {
+    await netns?.remove();
+  });
+
+  it('lists the namespace', async () => {
+    expect(await listNetns(netns.runner)).toContain(netns.name);
+  });
+
+  it('runs a batch and reads links, addresses and routes as JSON', async () => {
+    await ip.batch([
+      'link add krt0 type veth peer name krt1',
+      'link set krt0 up',
+      'link set krt1 up',
+      'address add 192.0.2.1/24 dev krt0',
+      'address add 2001:db8::1/64 dev krt0 nodad',
+      'route add 198.51.100.0/24 via 192.0.2.254 dev krt0 proto 99',
+      'route add 2001:db8:1::/64 via 2001:db8::fe dev krt0 proto 99',
+      'route add 203.0.113.0/24 dev krt0 table 100',
+    ]);
+    expect((await ip.links()).map((link) => link.ifname).sort()).toEqual(['krt0', 'krt1', 'lo']);
+    const [krt0] = await ip.addresses('krt0');
+    expect(krt0?.addr_info.filter((a) => a.scope === 'global').map((a) => `${a.local}/${a.prefixlen}`)).toEqual([
+      '192.0.2.1/24',
+      '2001:db8::1/64',
+    ]);
+    expect((await ip.routes({ protocol: 99 })).map((route) => [route.dst, route.gateway])).toEqual([
+      ['198.51.100.0/24', '192.0.2.254'],
+    ]);
+    expect((await ip.routes({ family: 'ipv6', protocol: 99 })).map((route) => route.dst)).toEqual(['2001:db8:1::/64']);
+    expect((await ip.routes({ table: 100 })).map((route) => route.dst)).toEqual(['203.0.113.0/24']);
+    expect(await ip.routes({ table: 101 })).toEqual([]);
+  });
+
+  it('stops at the first failing batch command and blames it', async () => {
+    const error = (await ip
+      .batch([
+        'route add 10.1.0.0/24 dev krt0',
+        'route add 10.2.0.0/24 via 10.99.0.1',
+        'route add 10.3.0.0/24 dev krt0',
+      ])
+      .catch((e: unknown) => e)) as CommandError;
+    expect(error).toBeInstanceOf(CommandError);
+    expect(error.message).toContain('input line 2: route add 10.2.0.0/24 via 10.99.0.1');
+    expect(error.message).toMatch(/stderr: .*Nexthop has invalid gateway|stderr: .*unreachable/i);
+    const destinations = (await ip.routes()).map((route) => route.dst);
+    expect(destinations).toContain('10.1.0.0/24');
+    expect(destinations).not.toContain('10.3.0.0/24');
+  });
+
+  it('runs every command with force and still fails', async () => {
+    await expect(
+      ip.batch(['route add 10.4.0.0/24 via 10.99.0.1', 'route add 10.5.0.0/24 dev krt0'], { force: true }),
+    ).rejects.toThrow(CommandError);
+    expect((await ip.routes()).map((route) => route.dst)).toContain('10.5.0.0/24');
+  });
+});

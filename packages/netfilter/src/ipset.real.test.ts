@@ -1,0 +1,91 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CommandError } from './command.js';
+import { ExecRunner } from './exec-runner.js';
+import { Ipset } from './ipset.js';
+import { IpsetScript } from './ipset-script.js';
+import { createTestNetns, missingForRealTests } from './testing/netns.js';
+import type { TestNetns } from './testing/netns.js';
+
+const missing = missingForRealTests('ipset');
+
+describe.skipIf(missing !== undefined)(`ipset in a network namespace ${missing ? `(skipped: ${missing})` : ''}`, () => {
+  let netns: TestNetns;
+  let ipset: Ipset;
+  beforeAll(async () => {
+    netns = await createTestNetns();
+    ipset = new Ipset({ runner: netns.runner, netns: netns.name });
+  });
+  afterAll(async () => {
+    await netns?.remove();
+  });
+
+  it('creates sets of both families and lists them', async () => {
+    await ipset.restore(
+      new IpsetScript()
+        .create({ name: 'krt-v4', type: 'hash:ip', family: 'ipv4' })
+        .add('krt-v4', '10.0.0.1')
+        .add('krt-v4', '10.0.0.2')
+        .create({ name: 'krt-v6net', type: 'hash:net', family: 'ipv6' })
+        .add('krt-v6net', 'fd00::/64')
+        .add('krt-v6net', { element: 'fd00::/80', nomatch: true })
+        .create({ name: 'krt-v4port', type: 'hash:ip,port', family: 'ipv4' })
+        .add('krt-v4port', '10.0.0.1,tcp:80')
+        .add('krt-v4port', '10.0.0.1,sctp:9000'),
+    );
+    expect((await ipset.listNames()).sort()).toEqual(['krt-v4', 'krt-v4port', 'krt-v6net']);
+    const saved = await ipset.save();
+    const byName = new Map(saved.map((set) => [set.name, set]));
+    expect(byName.get('krt-v4')).toMatchObject({ type: 'hash:ip', family: 'ipv4' });
+    expect([...byName.get('krt-v4')!.members].sort()).toEqual(['10.0.0.1', '10.0.0.2']);
+    expect(byName.get('krt-v6net')).toMatchObject({ type: 'hash:net', family: 'ipv6' });
+    expect([...byName.get('krt-v6net')!.members].sort()).toEqual(['fd00::/64', 'fd00::/80 nomatch']);
+    expect([...byName.get('krt-v4port')!.members].sort()).toEqual(['10.0.0.1,sctp:9000', '10.0.0.1,tcp:80']);
+  });
+
+  it('keeps sets inside the namespace', async () => {
+    const host = new Ipset({ runner: new ExecRunner() });
+    expect(await host.listNames()).not.toContain('krt-v4');
+  });
+
+  it('is idempotent under -exist', async () => {
+    const script = new IpsetScript()
+      .create({ name: 'krt-v4', type: 'hash:ip', family: 'ipv4' })
+      .add('krt-v4', '10.0.0.1');
+    await ipset.restore(script);
+    await ipset.restore(script);
+    expect((await ipset.save('krt-v4'))[0]!.members).toHaveLength(2);
+  });
+
+  it('replaces members atomically through a swap, creating the set when missing', async () => {
+    await ipset.replace({ name: 'krt-repl', type: 'hash:ip', family: 'ipv6' }, ['fd00::1', 'fd00::2'], 'krt-repl-tmp');
+    expect([...(await ipset.save('krt-repl'))[0]!.members].sort()).toEqual(['fd00::1', 'fd00::2']);
+    await ipset.replace(
+      { name: 'krt-repl', type: 'hash:ip', family: 'ipv6', maxElements: 131072 },
+      ['fd00::3'],
+      'krt-repl-tmp',
+    );
+    expect((await ipset.save('krt-repl'))[0]!.members).toEqual(['fd00::3']);
+    expect(await ipset.listNames()).not.toContain('krt-repl-tmp');
+  });
+
+  it('fails a bad script with stderr and the blamed line; it is no transaction, so replace() goes through a swap', async () => {
+    const script = new IpsetScript()
+      .create({ name: 'krt-bad', type: 'hash:ip', family: 'ipv4' })
+      .add('krt-bad', '10.0.0.1')
+      .add('krt-bad', 'fd00::1')
+      .add('krt-bad', '10.0.0.3');
+    const error = (await ipset.restore(script).catch((e: unknown) => e)) as CommandError;
+    expect(error).toBeInstanceOf(CommandError);
+    expect(error.stderr).toMatch(/line 3/i);
+    expect(error.message).toContain('input line 3: add krt-bad fd00::1');
+    // The set created before the bad line exists; nothing after the bad line was applied.
+    const [partial] = await ipset.save('krt-bad');
+    expect(partial?.members).not.toContain('10.0.0.3');
+  });
+
+  it('destroys sets', async () => {
+    await ipset.destroy('krt-bad');
+    expect(await ipset.listNames()).not.toContain('krt-bad');
+    await expect(ipset.destroy('krt-bad')).rejects.toThrow(/does not exist/);
+  });
+});

@@ -1,0 +1,80 @@
+import { blamedInputLine } from './blamed-line.js';
+import { CommandError } from './command.js';
+import type { CommandResult, CommandRunner } from './command.js';
+import { IpsetScript } from './ipset-script.js';
+import type { IpsetMember, IpsetSpec } from './ipset-script.js';
+import { parseIpsetNames, parseIpsetSave } from './ipset-save.js';
+import type { SavedIpset } from './ipset-save.js';
+import { toolLocks } from './mutex.js';
+import type { Mutex } from './mutex.js';
+
+export interface IpsetOptions {
+  readonly runner: CommandRunner;
+  readonly netns?: string;
+  readonly timeoutMs?: number;
+  readonly lock?: Mutex;
+  /** The ipset binary. */
+  readonly command?: string;
+}
+
+/** The ipset tool, optionally inside a network namespace, serialised by the process-wide ipset mutex. */
+export class Ipset {
+  readonly netns: string | undefined;
+  readonly #runner: CommandRunner;
+  readonly #timeoutMs: number;
+  readonly #lock: Mutex;
+  readonly #command: string;
+
+  constructor(options: IpsetOptions) {
+    this.#runner = options.runner;
+    this.netns = options.netns;
+    this.#timeoutMs = options.timeoutMs ?? 60_000;
+    this.#lock = options.lock ?? toolLocks.ipset;
+    this.#command = options.command ?? 'ipset';
+  }
+
+  /** Applies a script with `ipset restore -exist`; a rejected script fails with the blamed line attached. */
+  async restore(script: string | IpsetScript): Promise<void> {
+    const input = script.toString();
+    if (input === '') return;
+    try {
+      await this.#run(['restore', '-exist'], input);
+    } catch (error) {
+      if (!(error instanceof CommandError)) throw error;
+      const blamed = blamedInputLine(error.stderr, input);
+      throw blamed ? error.withHint(`input line ${blamed.line}: ${blamed.text}`) : error;
+    }
+  }
+
+  async listNames(): Promise<string[]> {
+    return parseIpsetNames((await this.#run(['list', '-n'])).stdout);
+  }
+
+  /** `ipset save` of every set, or of one. */
+  async save(name?: string): Promise<SavedIpset[]> {
+    return parseIpsetSave((await this.#run(name === undefined ? ['save'] : ['save', name])).stdout);
+  }
+
+  /** Replaces a set's members atomically through a temporary set, creating the set first if it does not exist. */
+  async replace(spec: IpsetSpec, members: Iterable<IpsetMember>, tempName: string): Promise<void> {
+    const existing = new Set(await this.listNames());
+    const script = new IpsetScript();
+    if (existing.has(tempName)) script.destroy(tempName);
+    await this.restore(script.replaceMembers(spec, members, { tempName, createTarget: !existing.has(spec.name) }));
+  }
+
+  async destroy(name: string): Promise<void> {
+    await this.#run(['destroy', name]);
+  }
+
+  /** Runs ipset with any arguments. */
+  run(args: readonly string[], input?: string): Promise<CommandResult> {
+    return this.#run(args, input);
+  }
+
+  #run(args: readonly string[], input?: string): Promise<CommandResult> {
+    return this.#lock.runExclusive(() =>
+      this.#runner.run({ command: this.#command, args, input, netns: this.netns, timeoutMs: this.#timeoutMs }),
+    );
+  }
+}

@@ -1,0 +1,66 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CommandError } from './command.js';
+import { Nft } from './nft.js';
+import { createTestNetns, missingForRealTests } from './testing/netns.js';
+import type { TestNetns } from './testing/netns.js';
+
+const missing = missingForRealTests('nft');
+
+const table = `table inet krt-test {
+  set allowed4 {
+    type ipv4_addr
+    flags interval
+    elements = { 10.0.0.0/8, 192.0.2.1 }
+  }
+  set allowed6 {
+    type ipv6_addr
+    elements = { fd00::1 }
+  }
+  chain input {
+    type filter hook input priority 0; policy accept;
+    ip saddr @allowed4 tcp dport 80 accept comment "web"
+  }
+}
+`;
+
+describe.skipIf(missing !== undefined)(`nft in a network namespace ${missing ? `(skipped: ${missing})` : ''}`, () => {
+  let netns: TestNetns;
+  let nft: Nft;
+  beforeAll(async () => {
+    netns = await createTestNetns();
+    nft = new Nft({ runner: netns.runner, netns: netns.name });
+  });
+  afterAll(async () => {
+    await netns?.remove();
+  });
+
+  it('applies a script and lists it back as JSON', async () => {
+    await nft.check(table);
+    expect((await nft.list()).tables).toEqual([]);
+    await nft.apply(table);
+    const ruleset = await nft.list(['table', 'inet', 'krt-test']);
+    expect(ruleset.tables.map((t) => `${t.family} ${t.name}`)).toEqual(['inet krt-test']);
+    expect(ruleset.chains).toMatchObject([{ name: 'input', hook: 'input', policy: 'accept' }]);
+    expect(ruleset.rules).toMatchObject([{ chain: 'input', comment: 'web' }]);
+    const sets = new Map(ruleset.sets.map((set) => [set.name, set.elements]));
+    expect(sets.get('allowed4')).toEqual(['10.0.0.0/8', '192.0.2.1']);
+    expect(sets.get('allowed6')).toEqual(['fd00::1']);
+  });
+
+  it('rejects a bad script as a whole, with stderr and the blamed line', async () => {
+    const script =
+      'add element inet krt-test allowed6 { fd00::2 }\nadd rule inet krt-test input tcp dport 81 acceptx\n';
+    const error = (await nft.apply(script).catch((e: unknown) => e)) as CommandError;
+    expect(error).toBeInstanceOf(CommandError);
+    expect(error.stderr).toContain('Error');
+    expect(error.message).toContain('input line 2: add rule inet krt-test input tcp dport 81 acceptx');
+    const sets = new Map((await nft.list()).sets.map((set) => [set.name, set.elements]));
+    expect(sets.get('allowed6')).toEqual(['fd00::1']);
+  });
+
+  it('replaces a table atomically within one transaction', async () => {
+    await nft.apply(`delete table inet krt-test\n${table.replace('192.0.2.1', '192.0.2.2')}`);
+    const sets = new Map((await nft.list()).sets.map((set) => [set.name, set.elements]));
+    expect(sets.get('allowed4')).toEqual(['10.0.0.0/8', '192.0.2.2']);
+  });
+});

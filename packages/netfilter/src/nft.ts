@@ -1,0 +1,63 @@
+import { blamedInputLine } from './blamed-line.js';
+import { CommandError } from './command.js';
+import type { CommandResult, CommandRunner } from './command.js';
+import { toolLocks } from './mutex.js';
+import type { Mutex } from './mutex.js';
+import { parseNftJson } from './nft-json.js';
+import type { NftRuleset } from './nft-json.js';
+
+export interface NftOptions {
+  readonly runner: CommandRunner;
+  readonly netns?: string;
+  readonly timeoutMs?: number;
+  readonly lock?: Mutex;
+  readonly command?: string;
+}
+
+/** The nft tool, optionally inside a network namespace. Each `apply` is one kernel transaction. */
+export class Nft {
+  readonly netns: string | undefined;
+  readonly #runner: CommandRunner;
+  readonly #timeoutMs: number;
+  readonly #lock: Mutex;
+  readonly #command: string;
+
+  constructor(options: NftOptions) {
+    this.#runner = options.runner;
+    this.netns = options.netns;
+    this.#timeoutMs = options.timeoutMs ?? 60_000;
+    this.#lock = options.lock ?? toolLocks.nft;
+    this.#command = options.command ?? 'nft';
+  }
+
+  /** Applies a script with `nft -f -`: all of it commits or none of it does. */
+  async apply(script: string): Promise<void> {
+    await this.#runScript(['-f', '-'], script);
+  }
+
+  /** Checks a script with `nft -c -f -` without changing anything. */
+  async check(script: string): Promise<void> {
+    await this.#runScript(['-c', '-f', '-'], script);
+  }
+
+  /** `nft -j list <what>`, parsed; `what` defaults to the whole ruleset, e.g. `['table', 'inet', 'kube-router']`. */
+  async list(what: readonly string[] = ['ruleset']): Promise<NftRuleset> {
+    return parseNftJson((await this.run(['-j', 'list', ...what])).stdout);
+  }
+
+  run(args: readonly string[], input?: string): Promise<CommandResult> {
+    return this.#lock.runExclusive(() =>
+      this.#runner.run({ command: this.#command, args, input, netns: this.netns, timeoutMs: this.#timeoutMs }),
+    );
+  }
+
+  async #runScript(args: readonly string[], script: string): Promise<void> {
+    try {
+      await this.run(args, script);
+    } catch (error) {
+      if (!(error instanceof CommandError)) throw error;
+      const blamed = blamedInputLine(error.stderr, script);
+      throw blamed ? error.withHint(`input line ${blamed.line}: ${blamed.text}`) : error;
+    }
+  }
+}

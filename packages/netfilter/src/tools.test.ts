@@ -1,0 +1,86 @@
+import { describe, expect, it } from 'vitest';
+import { IpRoute2 } from './ip.js';
+import { Ipset } from './ipset.js';
+import { Iptables } from './iptables.js';
+import { Mutex } from './mutex.js';
+import { Nft } from './nft.js';
+import { RecordingRunner } from './recording-runner.js';
+
+describe('tool runners with a recording runner', () => {
+  it('serialises commands of one tool family', async () => {
+    let running = 0;
+    let maxRunning = 0;
+    const runner = new RecordingRunner().on('iptables-restore', async () => {
+      running++;
+      maxRunning = Math.max(maxRunning, running);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      running--;
+      return {};
+    });
+    const lock = new Mutex();
+    const v4 = new Iptables({ runner, lock });
+    const v4again = new Iptables({ runner, lock });
+    await Promise.all([v4.restore('a'), v4again.restore('b'), v4.restore('c')]);
+    expect(maxRunning).toBe(1);
+    expect(runner.invocations.map((invocation) => invocation.input)).toEqual(['a', 'b', 'c']);
+  });
+
+  it('ipset replace creates the target only when it is missing and clears a leftover temporary set', async () => {
+    const runner = new RecordingRunner()
+      .once('ipset list -n', { stdout: 'krt-tmp\n' })
+      .once('ipset list -n', { stdout: 'krt-dst\n' });
+    const ipset = new Ipset({ runner, netns: 'krt-n' });
+    const spec = { name: 'krt-dst', type: 'hash:ip', family: 'ipv4' } as const;
+    await ipset.replace(spec, ['10.0.0.1'], 'krt-tmp');
+    await ipset.replace(spec, ['10.0.0.2'], 'krt-tmp');
+    const restores = runner.invocations.filter((invocation) => invocation.line === 'ipset restore -exist');
+    expect(restores.map((invocation) => invocation.input)).toEqual([
+      'destroy krt-tmp\ncreate krt-tmp hash:ip family inet\nflush krt-tmp\nadd krt-tmp 10.0.0.1\ncreate krt-dst hash:ip family inet\nswap krt-tmp krt-dst\ndestroy krt-tmp\n',
+      'create krt-tmp hash:ip family inet\nflush krt-tmp\nadd krt-tmp 10.0.0.2\nswap krt-tmp krt-dst\ndestroy krt-tmp\n',
+    ]);
+    expect(runner.invocations.every((invocation) => invocation.netns === 'krt-n')).toBe(true);
+  });
+
+  it('ipset skips an empty script', async () => {
+    const runner = new RecordingRunner();
+    await new Ipset({ runner }).restore('');
+    expect(runner.invocations).toEqual([]);
+  });
+
+  it('ip batch feeds the commands on stdin, with -force when asked', async () => {
+    const runner = new RecordingRunner();
+    const ip = new IpRoute2({ runner });
+    await ip.batch(['route replace 10.0.0.0/24 dev eth0'], { force: true });
+    await ip.batch([]);
+    expect(runner.invocations).toEqual([
+      expect.objectContaining({ line: 'ip -force -batch -', input: 'route replace 10.0.0.0/24 dev eth0\n' }),
+    ]);
+    await expect(ip.batch(['route add 1.0.0.0/8 dev x\nlink del eth0'])).rejects.toThrow(/line break/);
+  });
+
+  it('ip json reads empty output as an empty list', async () => {
+    const runner = new RecordingRunner().on('ip -j link show', { stdout: '' });
+    await expect(new IpRoute2({ runner }).links()).resolves.toEqual([]);
+  });
+
+  it('ip routes asks for the family, table and protocol', async () => {
+    const runner = new RecordingRunner().on('ip', { stdout: '[]' });
+    await new IpRoute2({ runner }).routes({ family: 'ipv6', table: 'main', protocol: 'bird' });
+    expect(runner.lines()).toEqual(['ip -j -6 route show table main proto bird']);
+  });
+
+  it('nft applies on stdin and checks without applying', async () => {
+    const runner = new RecordingRunner().on('nft -j list', {
+      stdout: '{"nftables":[{"table":{"family":"ip","name":"x","handle":1}}]}',
+    });
+    const nft = new Nft({ runner, timeoutMs: 1234 });
+    await nft.apply('flush ruleset\n');
+    await nft.check('add table ip x\n');
+    expect((await nft.list(['tables'])).tables).toEqual([{ family: 'ip', name: 'x', handle: 1 }]);
+    expect(runner.invocations.map((invocation) => [invocation.line, invocation.input, invocation.timeoutMs])).toEqual([
+      ['nft -f -', 'flush ruleset\n', 1234],
+      ['nft -c -f -', 'add table ip x\n', 1234],
+      ['nft -j list tables', undefined, 1234],
+    ]);
+  });
+});

@@ -1,0 +1,350 @@
+import type { IpFamily } from '@kube-router/netpol';
+import { IpsetScript, renderIptablesRestore } from '@kube-router/netfilter';
+import type { Ipset, Iptables } from '@kube-router/netfilter';
+import type { Logger } from 'pino';
+import { BUILTIN_CHAINS, TEMP_SET, TOP_CHAINS, isOwnChain, isOwnSet } from './names.js';
+import type { PolicyRender } from './render-policy.js';
+import { comment, setDigest } from './rules.js';
+import type { ChainRender, SetRender } from './rules.js';
+
+/** What one sync wants in the kernel. */
+export interface DesiredState {
+  readonly policies: readonly PolicyRender[];
+  /** The node's chains given the policies that could not be programmed (their targets then fail closed). */
+  renderNode(family: IpFamily, failedPolicies: ReadonlySet<string>): ChainRender[];
+}
+
+export interface ApplyResult {
+  /** Policies whose sets or chains the kernel refused, with why; their targets were failed closed. */
+  readonly failedPolicies: ReadonlyMap<string, unknown>;
+  /** Node-wide failures (a family's top-level or pod chains could not be written), by family. */
+  readonly nodeFailures: ReadonlyMap<IpFamily, unknown>;
+  readonly chainsWritten: number;
+  readonly setsWritten: number;
+  readonly chainsDeleted: number;
+  readonly setsDestroyed: number;
+}
+
+export interface KernelTimings {
+  save?(family: IpFamily, seconds: number): void;
+  restore?(family: IpFamily, seconds: number): void;
+  ipsetRestore?(family: IpFamily, seconds: number): void;
+}
+
+interface AppliedChain {
+  /** `?` when the chain was found in the kernel and its content is not known to be ours as rendered now. */
+  readonly digest: string;
+  readonly ruleCount: number;
+}
+
+export interface KernelApplierOptions {
+  readonly families: readonly IpFamily[];
+  readonly iptables: Readonly<Partial<Record<IpFamily, Iptables>>>;
+  readonly ipset: Ipset;
+  readonly logger: Logger;
+  readonly timings?: KernelTimings;
+}
+
+/**
+ * Keeps our chains and sets in the kernel equal to the desired state while writing only what changed. It remembers
+ * the digest of every chain and set it wrote; `refresh` re-reads the kernel (at start, periodically, after a
+ * failure), so that a restarted agent adopts the objects in place (sets whose members already match are not
+ * rewritten) and drift is repaired. Nothing is ever flushed up front: every write replaces a chain atomically with
+ * its new content, so traffic never sees a chain empty.
+ */
+export class KernelApplier {
+  readonly #options: KernelApplierOptions;
+  readonly #chains = new Map<IpFamily, Map<string, AppliedChain>>();
+  readonly #jumps = new Map<IpFamily, Set<string>>();
+  readonly #sets = new Map<string, string>();
+  readonly #setFamilies = new Map<string, IpFamily>();
+  #tempSetExists = false;
+  #fresh = false;
+
+  constructor(options: KernelApplierOptions) {
+    this.#options = options;
+    for (const family of options.families) {
+      this.#chains.set(family, new Map());
+      this.#jumps.set(family, new Set());
+    }
+  }
+
+  /** Whether the next apply must re-read the kernel first. */
+  get needsRefresh(): boolean {
+    return !this.#fresh;
+  }
+
+  invalidate(): void {
+    this.#fresh = false;
+  }
+
+  /** Number of our chains and sets known to be in the kernel. */
+  counts(): { chains: number; sets: number } {
+    let chains = 0;
+    for (const map of this.#chains.values()) chains += map.size;
+    return { chains, sets: this.#sets.size };
+  }
+
+  /** Reads our chains, the jumps into them and our sets from the kernel. */
+  async refresh(): Promise<void> {
+    for (const family of this.#options.families) {
+      const iptables = this.#iptables(family);
+      const started = performance.now();
+      const table = await iptables.saveParsed('filter');
+      this.#options.timings?.save?.(family, (performance.now() - started) / 1000);
+      const known = this.#chains.get(family) as Map<string, AppliedChain>;
+      const next = new Map<string, AppliedChain>();
+      for (const saved of table.chains) {
+        if (saved.builtin || !isOwnChain(saved.name)) continue;
+        const previous = known.get(saved.name);
+        // A rule count that differs from what we wrote means someone changed the chain: write it again.
+        next.set(
+          saved.name,
+          previous && previous.ruleCount === saved.rules.length
+            ? previous
+            : { digest: '?', ruleCount: saved.rules.length },
+        );
+      }
+      this.#chains.set(family, next);
+      const jumps = new Set<string>();
+      for (const builtin of BUILTIN_CHAINS) {
+        const rules = table.chains.find((candidate) => candidate.name === builtin)?.rules ?? [];
+        if (rules.some((rule) => rule.target === TOP_CHAINS[builtin])) jumps.add(builtin);
+      }
+      this.#jumps.set(family, jumps);
+    }
+    this.#sets.clear();
+    this.#tempSetExists = false;
+    for (const saved of await this.#options.ipset.save()) {
+      if (!isOwnSet(saved.name)) continue;
+      if (saved.name === TEMP_SET) this.#tempSetExists = true;
+      else this.#sets.set(saved.name, setDigest(saved.type, saved.members));
+      if (saved.family) this.#setFamilies.set(saved.name, saved.family);
+    }
+    this.#fresh = true;
+  }
+
+  async apply(desired: DesiredState, progress: () => void = () => undefined): Promise<ApplyResult> {
+    if (!this.#fresh) await this.refresh();
+    const failed = new Map<string, unknown>();
+    const nodeFailures = new Map<IpFamily, unknown>();
+    let chainsWritten = 0;
+    let setsWritten = 0;
+    let chainsDeleted = 0;
+    const families = this.#options.families;
+
+    // 1. Sets first: the chains written next may refer to new sets.
+    for (const family of families) {
+      const changed: { owner: string; set: SetRender }[] = [];
+      for (const policy of desired.policies) {
+        for (const set of policy.families[family]?.sets ?? []) {
+          if (this.#sets.get(set.spec.name) !== set.digest) changed.push({ owner: policy.id, set });
+        }
+      }
+      if (changed.length === 0) continue;
+      setsWritten += await this.#writeSets(family, changed, failed);
+      progress();
+    }
+
+    // 2. Policy chains: nothing jumps to a new policy chain before step 3.
+    for (const family of families) {
+      const changed: { owner: string; chain: ChainRender }[] = [];
+      for (const policy of desired.policies) {
+        if (failed.has(policy.id)) continue;
+        for (const chain of policy.families[family]?.chains ?? []) {
+          if (this.#chains.get(family)?.get(chain.name)?.digest !== chain.digest) changed.push({ owner: policy.id, chain });
+        }
+      }
+      if (changed.length === 0) continue;
+      chainsWritten += await this.#writePolicyChains(family, changed, failed);
+      progress();
+    }
+
+    // 3. Node chains, jumps from the built-in chains and deletion of stale chains, in one transaction per family.
+    const failedIds = new Set(failed.keys());
+    for (const family of families) {
+      try {
+        chainsDeleted += await this.#writeNodeChains(family, desired, failedIds, (written) => (chainsWritten += written));
+      } catch (error) {
+        nodeFailures.set(family, error);
+        this.#fresh = false;
+      }
+      progress();
+    }
+
+    // 4. Stale sets, once no rule refers to them.
+    const setsDestroyed = nodeFailures.size === 0 ? await this.#destroyStaleSets(desired) : 0;
+    if (failed.size > 0) this.#fresh = false;
+    return { failedPolicies: failed, nodeFailures, chainsWritten, setsWritten, chainsDeleted, setsDestroyed };
+  }
+
+  async #writeSets(
+    family: IpFamily,
+    changed: readonly { owner: string; set: SetRender }[],
+    failed: Map<string, unknown>,
+  ): Promise<number> {
+    try {
+      await this.#restoreSets(family, changed.map((entry) => entry.set));
+      return changed.length;
+    } catch (error) {
+      this.#options.logger.warn({ err: error, family }, 'ipset restore failed; retrying policy by policy');
+    }
+    // The failed restore may have stopped half-way (ipset restore is not atomic): learn what exists now.
+    await this.#relistSets();
+    let written = 0;
+    for (const [owner, sets] of groupBy(changed, (entry) => entry.owner)) {
+      try {
+        await this.#restoreSets(family, sets.map((entry) => entry.set));
+        written += sets.length;
+      } catch (error) {
+        failed.set(owner, error);
+        await this.#relistSets();
+      }
+    }
+    return written;
+  }
+
+  async #restoreSets(family: IpFamily, sets: readonly SetRender[]): Promise<void> {
+    const script = new IpsetScript();
+    if (this.#tempSetExists) script.destroy(TEMP_SET);
+    for (const set of sets) {
+      script.replaceMembers(set.spec, set.members, { tempName: TEMP_SET, createTarget: !this.#sets.has(set.spec.name) });
+    }
+    const started = performance.now();
+    this.#tempSetExists = true;
+    await this.#options.ipset.restore(script);
+    this.#tempSetExists = false;
+    this.#options.timings?.ipsetRestore?.(family, (performance.now() - started) / 1000);
+    for (const set of sets) {
+      this.#sets.set(set.spec.name, set.digest);
+      this.#setFamilies.set(set.spec.name, family);
+    }
+  }
+
+  async #relistSets(): Promise<void> {
+    const names = new Set(await this.#options.ipset.listNames());
+    this.#tempSetExists = names.has(TEMP_SET);
+    for (const name of [...this.#sets.keys()]) if (!names.has(name)) this.#sets.delete(name);
+    // A set created by the half-done restore has unknown members: a digest that matches nothing rewrites it.
+    for (const name of names) if (isOwnSet(name) && name !== TEMP_SET && !this.#sets.has(name)) this.#sets.set(name, '?');
+  }
+
+  async #writePolicyChains(
+    family: IpFamily,
+    changed: readonly { owner: string; chain: ChainRender }[],
+    failed: Map<string, unknown>,
+  ): Promise<number> {
+    try {
+      await this.#restoreChains(family, changed.map((entry) => entry.chain));
+      return changed.length;
+    } catch (error) {
+      this.#options.logger.warn({ err: error, family }, 'policy chain restore failed; retrying policy by policy');
+    }
+    let written = 0;
+    for (const [owner, chains] of groupBy(changed, (entry) => entry.owner)) {
+      try {
+        await this.#restoreChains(family, chains.map((entry) => entry.chain));
+        written += chains.length;
+      } catch (error) {
+        failed.set(owner, error);
+      }
+    }
+    return written;
+  }
+
+  async #writeNodeChains(
+    family: IpFamily,
+    desired: DesiredState,
+    failedPolicies: ReadonlySet<string>,
+    countWritten: (written: number) => void,
+  ): Promise<number> {
+    const applied = this.#chains.get(family) as Map<string, AppliedChain>;
+    const nodeChains = desired.renderNode(family, failedPolicies);
+    const wanted = new Set(nodeChains.map((chain) => chain.name));
+    for (const policy of desired.policies) for (const chain of policy.families[family]?.chains ?? []) wanted.add(chain.name);
+    const changed = nodeChains.filter((chain) => applied.get(chain.name)?.digest !== chain.digest);
+    const stale = [...applied.keys()].filter((name) => !wanted.has(name));
+    const jumps = this.#jumps.get(family) as Set<string>;
+    const missingJumps = BUILTIN_CHAINS.filter((builtin) => !jumps.has(builtin));
+    const lines = missingJumps.map(
+      (builtin) => `-I ${builtin} 1 ${comment('kube-router netpol')} -j ${TOP_CHAINS[builtin]}`,
+    );
+    if (changed.length === 0 && stale.length === 0 && lines.length === 0) return 0;
+    await this.#restoreChains(family, changed, lines, stale);
+    for (const builtin of missingJumps) jumps.add(builtin);
+    for (const name of stale) applied.delete(name);
+    countWritten(changed.length);
+    return stale.length;
+  }
+
+  async #restoreChains(
+    family: IpFamily,
+    chains: readonly ChainRender[],
+    lines: readonly string[] = [],
+    deleteChains: readonly string[] = [],
+  ): Promise<void> {
+    const input = renderIptablesRestore([{ table: 'filter', chains, lines, deleteChains }]);
+    const started = performance.now();
+    await this.#iptables(family).restore(input);
+    this.#options.timings?.restore?.(family, (performance.now() - started) / 1000);
+    const applied = this.#chains.get(family) as Map<string, AppliedChain>;
+    for (const chain of chains) applied.set(chain.name, { digest: chain.digest, ruleCount: chain.rules.length });
+  }
+
+  async #destroyStaleSets(desired: DesiredState): Promise<number> {
+    const wanted = new Set<string>();
+    for (const policy of desired.policies) {
+      for (const family of this.#options.families) {
+        for (const set of policy.families[family]?.sets ?? []) wanted.add(set.spec.name);
+      }
+    }
+    // Sets of a disabled family belong to it and are not ours to judge.
+    const stale = [...this.#sets.keys()].filter((name) => !wanted.has(name) && this.#familyOf(name) !== undefined);
+    if (stale.length === 0) return 0;
+    let destroyed = 0;
+    const script = new IpsetScript();
+    for (const name of stale) script.destroy(name);
+    try {
+      await this.#options.ipset.restore(script);
+      destroyed = stale.length;
+      for (const name of stale) this.#sets.delete(name);
+    } catch (error) {
+      // A set still referenced by a rule (someone else's) cannot go; the others can.
+      this.#options.logger.warn({ err: error }, 'could not destroy every stale ipset; trying one by one');
+      for (const name of stale) {
+        try {
+          await this.#options.ipset.destroy(name);
+          this.#sets.delete(name);
+          destroyed++;
+        } catch (single) {
+          this.#options.logger.warn({ err: single, set: name }, 'stale ipset not destroyed');
+        }
+      }
+    }
+    return destroyed;
+  }
+
+  /** All our sets are of an enabled family unless the kernel says otherwise; refresh records the family. */
+  #familyOf(name: string): IpFamily | undefined {
+    const family = this.#setFamilies.get(name);
+    if (family === undefined) return this.#options.families[0];
+    return this.#options.families.includes(family) ? family : undefined;
+  }
+
+  #iptables(family: IpFamily): Iptables {
+    const iptables = this.#options.iptables[family];
+    if (!iptables) throw new Error(`no ${family} iptables configured`);
+    return iptables;
+  }
+}
+
+function groupBy<T>(items: readonly T[], keyOf: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const key = keyOf(item);
+    let group = groups.get(key);
+    if (!group) groups.set(key, (group = []));
+    group.push(item);
+  }
+  return groups;
+}

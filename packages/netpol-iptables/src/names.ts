@@ -1,0 +1,89 @@
+import { createHash } from 'node:crypto';
+import type { Direction, IpFamily } from '@kube-router/netpol';
+
+/** Top-level chains, jumped to from the built-in chain of the same role. */
+export const TOP_CHAINS = {
+  INPUT: 'KUBE-ROUTER-INPUT',
+  FORWARD: 'KUBE-ROUTER-FORWARD',
+  OUTPUT: 'KUBE-ROUTER-OUTPUT',
+} as const;
+export type BuiltinChain = keyof typeof TOP_CHAINS;
+export const BUILTIN_CHAINS = Object.keys(TOP_CHAINS) as BuiltinChain[];
+
+/** Stateful rules every pod chain runs first (invalid drop, established accept, ICMP). */
+export const COMMON_CHAIN = 'KUBE-NWPLCY-COMMON';
+/** Marks a packet as allowed by a policy; the target of rules that allow everything. */
+export const DEFAULT_CHAIN = 'KUBE-NWPLCY-DEFAULT';
+export const POD_CHAIN_PREFIX = 'KUBE-POD-FW-';
+export const POLICY_CHAIN_PREFIX = 'KUBE-NWPLCY-';
+export const SOURCE_SET_PREFIX = 'KUBE-SRC-';
+export const DESTINATION_SET_PREFIX = 'KUBE-DST-';
+/** Every chain we own starts with one of these; nothing else in the table is ever declared by us. */
+export const OWN_CHAIN_PREFIXES = ['KUBE-ROUTER-', POD_CHAIN_PREFIX, POLICY_CHAIN_PREFIX] as const;
+export const OWN_SET_PREFIXES = [SOURCE_SET_PREFIX, DESTINATION_SET_PREFIX] as const;
+/** Filled and swapped in for each set replacement, destroyed right after. */
+export const TEMP_SET = 'KUBE-TMP-NETPOL';
+
+/** Set by a policy rule that allows the packet; cleared again by the pod chain. */
+export const POLICY_MARK = '0x10000/0x10000';
+/** Set by a pod chain that let the packet through; the top-level chains accept packets carrying it. */
+export const ACCEPT_MARK = '0x20000/0x20000';
+export const NFLOG_GROUP = 100;
+
+/**
+ * Names come from what an object is (policy id or pod key, direction, family, role), never from its content, so
+ * that they stay the same across syncs and restarts and a restarted agent finds its own objects in place.
+ */
+export function stableHash(...parts: readonly (string | number)[]): string {
+  return createHash('sha256').update(parts.join('\0')).digest('hex').slice(0, 16).toUpperCase();
+}
+
+export function podChainName(podId: string, direction: Direction, family: IpFamily): string {
+  return `${POD_CHAIN_PREFIX}${stableHash('pod', podId, direction, family)}`;
+}
+
+export function policyChainName(policyId: string, direction: Direction, family: IpFamily): string {
+  return `${POLICY_CHAIN_PREFIX}${stableHash('policy', policyId, direction, family)}`;
+}
+
+/** The policy's local target pods. */
+export function targetSetName(policyId: string, family: IpFamily): string {
+  return `${DESTINATION_SET_PREFIX}${stableHash('targets', policyId, family)}`;
+}
+
+/** Peer pods of one rule: sources for ingress, destinations for egress. */
+export function peerPodSetName(policyId: string, direction: Direction, rule: number, family: IpFamily): string {
+  const prefix = direction === 'ingress' ? SOURCE_SET_PREFIX : DESTINATION_SET_PREFIX;
+  return `${prefix}${stableHash('peer-pods', policyId, direction, rule, family)}`;
+}
+
+/** One ipBlock of one rule (a set each, so that one block's excepts cannot shadow another block). */
+export function ipBlockSetName(
+  policyId: string,
+  direction: Direction,
+  rule: number,
+  block: number,
+  family: IpFamily,
+): string {
+  const prefix = direction === 'ingress' ? SOURCE_SET_PREFIX : DESTINATION_SET_PREFIX;
+  return `${prefix}${stableHash('ipblock', policyId, direction, rule, block, family)}`;
+}
+
+/** The destinations of one named-port entry of one rule. */
+export function namedPortSetName(
+  policyId: string,
+  direction: Direction,
+  rule: number,
+  entry: string,
+  family: IpFamily,
+): string {
+  return `${DESTINATION_SET_PREFIX}${stableHash('named-port', policyId, direction, rule, entry, family)}`;
+}
+
+export function isOwnChain(name: string): boolean {
+  return OWN_CHAIN_PREFIXES.some((prefix) => name.startsWith(prefix));
+}
+
+export function isOwnSet(name: string): boolean {
+  return OWN_SET_PREFIXES.some((prefix) => name.startsWith(prefix)) || name === TEMP_SET;
+}

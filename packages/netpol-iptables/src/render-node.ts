@@ -1,0 +1,162 @@
+import ipaddr from 'ipaddr.js';
+import type { Direction, IpFamily, LocalPod, PolicyModel } from '@kube-router/netpol';
+import {
+  ACCEPT_MARK,
+  COMMON_CHAIN,
+  DEFAULT_CHAIN,
+  NFLOG_GROUP,
+  POLICY_MARK,
+  TOP_CHAINS,
+  podChainName,
+  policyChainName,
+} from './names.js';
+import { chain, comment } from './rules.js';
+import type { ChainRender } from './rules.js';
+
+export interface NodeRenderOptions {
+  readonly defaultDeny: boolean;
+  readonly serviceClusterIpRanges: readonly string[];
+  readonly serviceExternalIpRanges: readonly string[];
+  /** `30000-32767`. */
+  readonly nodePortRange: string;
+}
+
+/**
+ * The chains that do not belong to one policy: the three top-level chains, the common and default chains, and one
+ * chain per local pod and direction that policy applies to. `failedPolicies` are policies whose own chains or sets
+ * could not be programmed: their targets fail closed like the targets of a policy that did not compile.
+ */
+export function renderNode(
+  model: PolicyModel,
+  family: IpFamily,
+  options: NodeRenderOptions,
+  failedPolicies: ReadonlySet<string> = new Set(),
+): ChainRender[] {
+  const input: string[] = [...serviceExemptions(family, options)];
+  const forwardEgress: string[] = [];
+  const forwardIngress: string[] = [];
+  const output: string[] = [];
+  const podChains: ChainRender[] = [];
+
+  for (const pod of model.pods) {
+    const ips = pod.ips[family];
+    if (ips.length === 0) continue;
+    for (const direction of ['egress', 'ingress'] as const) {
+      const rules = renderPodChain(pod, direction, family, options, failedPolicies);
+      if (!rules) continue;
+      const name = podChainName(pod.id, direction, family);
+      podChains.push(chain(name, rules));
+      const verb = direction === 'ingress' ? 'destined to' : 'from';
+      const note = comment(`rule to jump traffic ${verb} POD name:${pod.name} namespace: ${pod.namespace} to chain ${name}`);
+      for (const ip of ips) {
+        if (direction === 'egress') {
+          // From the pod: routed elsewhere (FORWARD) or to the node itself (INPUT).
+          forwardEgress.push(`${note} -s ${ip} -j ${name}`);
+          input.push(`${note} -s ${ip} -j ${name}`);
+        } else {
+          // To the pod: routed from elsewhere (FORWARD) or sent by the node itself (OUTPUT).
+          forwardIngress.push(`${note} -d ${ip} -j ${name}`);
+          output.push(`${note} -d ${ip} -j ${name}`);
+        }
+      }
+    }
+  }
+
+  const accept = `${comment('rule to explicitly ACCEPT traffic that comply to network policies')} -m mark --mark ${ACCEPT_MARK} -j ACCEPT`;
+  return [
+    chain(TOP_CHAINS.INPUT, [...input, accept]),
+    chain(TOP_CHAINS.FORWARD, [...forwardEgress, ...forwardIngress, accept]),
+    chain(TOP_CHAINS.OUTPUT, [...output, accept]),
+    chain(COMMON_CHAIN, commonRules(family)),
+    chain(DEFAULT_CHAIN, [`${comment('rule to mark traffic matching a network policy')} -j MARK --set-xmark ${POLICY_MARK}`]),
+    ...podChains,
+  ];
+}
+
+/** The rules of a pod's chain in one direction, or undefined when nothing restricts that direction. */
+function renderPodChain(
+  pod: LocalPod,
+  direction: Direction,
+  family: IpFamily,
+  options: NodeRenderOptions,
+  failedPolicies: ReadonlySet<string>,
+): string[] | undefined {
+  const state = pod[direction];
+  if (!state.isolated && !options.defaultDeny) return undefined;
+  const who = `POD name:${pod.name} namespace: ${pod.namespace}`;
+  const drop = (why: string) => [
+    `${comment(`rule to log dropped traffic ${who}`)} -j NFLOG --nflog-group ${NFLOG_GROUP} -m limit --limit 10/minute --limit-burst 10`,
+    `${comment(`rule to REJECT traffic ${direction === 'ingress' ? 'destined for' : 'from'} ${who}: ${why}`)} -j REJECT`,
+  ];
+  const failed = state.failClosed || state.policies.some((id) => failedPolicies.has(id));
+  if (failed) {
+    // Nothing passes, not even replies: whatever the broken policy meant to allow is unknown.
+    return drop('a network policy selecting it could not be programmed');
+  }
+  const rules = [
+    `${comment('rule to drop invalid state and accept established traffic for pod')} -j ${COMMON_CHAIN}`,
+    `-j MARK --set-mark 0/${POLICY_MARK.split('/')[1]}`,
+  ];
+  if (direction === 'ingress') {
+    for (const ip of pod.ips[family]) {
+      rules.push(
+        `${comment("rule to permit the traffic traffic to pods when source is the pod's local node")} -m addrtype --src-type LOCAL -d ${ip} -j ACCEPT`,
+      );
+    }
+  }
+  for (const id of state.policies) {
+    rules.push(`${comment(`run through nw policy ${id}`)} -j ${policyChainName(id, direction, family)}`);
+  }
+  const why = state.isolated ? 'no network policy allows it' : 'default deny: no network policy selects it';
+  const [log, reject] = drop(why) as [string, string];
+  rules.push(
+    `-m mark ! --mark ${POLICY_MARK} ${log}`,
+    `-m mark ! --mark ${POLICY_MARK} ${reject}`,
+    `-j MARK --set-mark 0/${POLICY_MARK.split('/')[1]}`,
+    `${comment('set mark to ACCEPT traffic that comply to network policies')} -j MARK --set-mark ${ACCEPT_MARK}`,
+  );
+  return rules;
+}
+
+function commonRules(family: IpFamily): string[] {
+  const rules = [
+    `${comment('rule to drop invalid state for pod')} -m conntrack --ctstate INVALID -j DROP`,
+    `${comment('rule for stateful firewall for pod')} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
+  ];
+  const icmp =
+    family === 'ipv4'
+      ? ['echo-request', 'destination-unreachable', 'time-exceeded'].map((type) => `-p icmp -m icmp --icmp-type ${type}`)
+      : ['echo-request', 'destination-unreachable', 'time-exceeded', 'neighbour-solicitation', 'neighbour-advertisement'].map(
+          (type) => `-p ipv6-icmp -m icmp6 --icmpv6-type ${type}`,
+        );
+  for (const match of icmp) rules.push(`${comment('allow icmp')} ${match} -j ACCEPT`);
+  return rules;
+}
+
+/** Traffic to services is handed on to the service proxy: it is not the pods' own traffic yet. */
+function serviceExemptions(family: IpFamily, options: NodeRenderOptions): string[] {
+  const rules: string[] = [];
+  for (const range of options.serviceClusterIpRanges.filter((cidr) => cidrFamily(cidr) === family)) {
+    rules.push(`${comment('allow traffic to cluster IP range')} -d ${range} -j RETURN`);
+  }
+  const ports = options.nodePortRange.replace('-', ':');
+  for (const protocol of ['tcp', 'udp']) {
+    rules.push(
+      `-p ${protocol} ${comment(`allow LOCAL ${protocol.toUpperCase()} traffic to node ports`)} -m addrtype --dst-type LOCAL -m multiport --dports ${ports} -j RETURN`,
+    );
+  }
+  for (const range of options.serviceExternalIpRanges.filter((cidr) => cidrFamily(cidr) === family)) {
+    rules.push(`${comment(`allow traffic to external IP range: ${range}`)} -d ${range} -j RETURN`);
+  }
+  return rules;
+}
+
+/** The family of a CIDR or address; throws a readable error for anything else. */
+export function cidrFamily(text: string): IpFamily {
+  try {
+    const address = text.includes('/') ? ipaddr.parseCIDR(text)[0] : ipaddr.parse(text);
+    return address.kind();
+  } catch {
+    throw new RangeError(`not a CIDR: ${JSON.stringify(text)}`);
+  }
+}

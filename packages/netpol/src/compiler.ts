@@ -1,0 +1,248 @@
+import { ClusterIndex } from './cluster-index.js';
+import type { ClusterChanges } from './cluster-index.js';
+import { fingerprintOf } from './fingerprint.js';
+import type { CompiledPolicy, LocalPod, PolicyModel, PolicyProblem } from './model.js';
+import { parsePolicy } from './parse-policy.js';
+import type { ParsedPolicy, SelectorPeer } from './parse-policy.js';
+import type { PodView } from './pods.js';
+import { resolvePolicy } from './resolve-policy.js';
+import type { PeerCache } from './resolve-policy.js';
+import { compareText } from './sort.js';
+import type { Labels, NamespaceLike, NetworkPolicyLike, PodLike } from './types.js';
+
+export interface CompileInput {
+  /** Every pod of the cluster (peers can be anywhere); the local ones are those with spec.nodeName = nodeName. */
+  readonly pods: readonly PodLike[];
+  readonly namespaces: readonly NamespaceLike[];
+  readonly policies: readonly NetworkPolicyLike[];
+}
+
+export interface CompilerOptions {
+  /** This node's name, as in pod.spec.nodeName. */
+  readonly nodeName: string;
+}
+
+/** What the last compile did, for logs, metrics and the benchmark. */
+export interface CompileStats {
+  readonly podsChanged: number;
+  readonly namespacesChanged: number;
+  readonly policiesChanged: number;
+  /** Policies resolved again because something they depend on changed. */
+  readonly policiesRecompiled: number;
+  readonly policiesTotal: number;
+  readonly durationMs: number;
+}
+
+interface PolicyEntry {
+  readonly source: NetworkPolicyLike;
+  readonly signature: string;
+  readonly parsed: ParsedPolicy;
+  compiled: CompiledPolicy | undefined;
+  resolveProblems: readonly PolicyProblem[];
+}
+
+/** Beyond this many pod changes, checking each policy against each change costs more than recompiling everything. */
+const FULL_RECOMPILE_THRESHOLD = 256;
+
+/**
+ * Compiles NetworkPolicies into a PolicyModel, incrementally. Each compile takes the full current lists (level-
+ * triggered), finds what changed since the last one, and resolves again only the policies that a changed pod,
+ * namespace or policy can affect; unchanged policies keep their CompiledPolicy objects (and fingerprints). When
+ * nothing changed, the previous model object itself is returned.
+ */
+export class PolicyCompiler {
+  readonly nodeName: string;
+  readonly #cluster: ClusterIndex;
+  #policies = new Map<string, PolicyEntry>();
+  #model: PolicyModel | undefined;
+  #stats: CompileStats = {
+    podsChanged: 0,
+    namespacesChanged: 0,
+    policiesChanged: 0,
+    policiesRecompiled: 0,
+    policiesTotal: 0,
+    durationMs: 0,
+  };
+
+  constructor(options: CompilerOptions) {
+    this.nodeName = options.nodeName;
+    this.#cluster = new ClusterIndex(options.nodeName);
+  }
+
+  get lastStats(): CompileStats {
+    return this.#stats;
+  }
+
+  compile(input: CompileInput): PolicyModel {
+    const started = performance.now();
+    const changes = this.#cluster.update(input.pods, input.namespaces);
+    const { dirty, changedPolicies, policySetChanged } = this.#updatePolicies(input.policies);
+    this.#markAffected(changes, dirty);
+
+    const cache: PeerCache = new Map();
+    for (const id of dirty) {
+      const entry = this.#policies.get(id);
+      if (!entry) continue;
+      const resolved = resolvePolicy(entry.parsed, this.#cluster, cache);
+      entry.compiled = resolved.compiled;
+      entry.resolveProblems = resolved.problems;
+    }
+
+    const localPodsChanged = changes.pods.some((change) => change.before?.local || change.after?.local);
+    if (!this.#model || dirty.size > 0 || policySetChanged || localPodsChanged) this.#model = this.#buildModel();
+    this.#stats = {
+      podsChanged: changes.pods.length,
+      namespacesChanged: changes.namespaces.length,
+      policiesChanged: changedPolicies,
+      policiesRecompiled: dirty.size,
+      policiesTotal: this.#policies.size,
+      durationMs: performance.now() - started,
+    };
+    return this.#model;
+  }
+
+  #updatePolicies(policies: readonly NetworkPolicyLike[]): {
+    dirty: Set<string>;
+    changedPolicies: number;
+    policySetChanged: boolean;
+  } {
+    const dirty = new Set<string>();
+    const next = new Map<string, PolicyEntry>();
+    let changedPolicies = 0;
+    for (const policy of policies) {
+      const id = `${policy?.metadata?.namespace ?? ''}/${policy?.metadata?.name ?? ''}`;
+      const previous = next.get(id) ?? this.#policies.get(id);
+      if (previous?.source === policy) {
+        next.set(id, previous);
+        continue;
+      }
+      const signature = policySignature(policy);
+      if (previous?.signature === signature) {
+        next.set(id, { ...previous, source: policy });
+        continue;
+      }
+      const parsed = parsePolicy(policy);
+      next.set(id, { source: policy, signature, parsed, compiled: undefined, resolveProblems: [] });
+      dirty.add(id);
+      changedPolicies++;
+    }
+    let removed = 0;
+    for (const id of this.#policies.keys()) if (!next.has(id)) removed++;
+    this.#policies = next;
+    return { dirty, changedPolicies: changedPolicies + removed, policySetChanged: changedPolicies + removed > 0 };
+  }
+
+  /** Marks the policies whose result a pod or namespace change can alter. */
+  #markAffected(changes: ClusterChanges, dirty: Set<string>): void {
+    if (changes.pods.length === 0 && changes.namespaces.length === 0) return;
+    if (changes.pods.length > FULL_RECOMPILE_THRESHOLD) {
+      for (const id of this.#policies.keys()) dirty.add(id);
+      return;
+    }
+    for (const [id, { parsed }] of this.#policies) {
+      if (dirty.has(id)) continue;
+      if (this.#affectedByPods(parsed, changes) || affectedByNamespaces(parsed, changes)) dirty.add(id);
+    }
+  }
+
+  #affectedByPods(parsed: ParsedPolicy, changes: ClusterChanges): boolean {
+    for (const change of changes.pods) {
+      if (parsed.egressNamedPortsBeyondSelectors) return true;
+      for (const pod of [change.before, change.after]) {
+        if (!pod) continue;
+        if (isTarget(parsed, pod) || this.#isPeer(parsed, pod)) return true;
+      }
+    }
+    return false;
+  }
+
+  #isPeer(parsed: ParsedPolicy, pod: PodView): boolean {
+    if (parsed.selectorPeers.length === 0) return false;
+    const namespaceLabels = this.#cluster.namespaceLabels(pod.namespace);
+    return parsed.selectorPeers.some((peer) => peerSelects(peer, pod, namespaceLabels));
+  }
+
+  #buildModel(): PolicyModel {
+    const policies: CompiledPolicy[] = [];
+    const problems: PolicyProblem[] = [];
+    for (const entry of this.#policies.values()) {
+      if (entry.compiled) policies.push(entry.compiled);
+      problems.push(...entry.parsed.problems, ...entry.resolveProblems);
+    }
+    policies.sort((a, b) => compareText(a.id, b.id));
+    problems.sort(
+      (a, b) => compareText(a.policy, b.policy) || compareText(a.path, b.path) || compareText(a.message, b.message),
+    );
+
+    const applying = new Map<string, { ingress: CompiledPolicy[]; egress: CompiledPolicy[] }>();
+    for (const policy of policies) {
+      for (const target of policy.targets) {
+        let entry = applying.get(target.pod);
+        if (!entry) {
+          entry = { ingress: [], egress: [] };
+          applying.set(target.pod, entry);
+        }
+        if (policy.ingress.isolates) entry.ingress.push(policy);
+        if (policy.egress.isolates) entry.egress.push(policy);
+      }
+    }
+    const pods: LocalPod[] = [...this.#cluster.localPods()]
+      .sort((a, b) => compareText(a.id, b.id))
+      .map((pod) => {
+        const entry = applying.get(pod.id) ?? { ingress: [], egress: [] };
+        const state = (list: CompiledPolicy[], direction: 'ingress' | 'egress') => ({
+          isolated: list.length > 0,
+          failClosed: list.some((policy) => policy[direction].failClosed),
+          policies: list.map((policy) => policy.id),
+        });
+        return {
+          id: pod.id,
+          namespace: pod.namespace,
+          name: pod.name,
+          ips: pod.ips,
+          ingress: state(entry.ingress, 'ingress'),
+          egress: state(entry.egress, 'egress'),
+        };
+      });
+    const fingerprint = fingerprintOf([policies.map((policy) => `${policy.id} ${policy.fingerprint}`), pods, problems]);
+    return { nodeName: this.nodeName, policies, pods, problems, fingerprint };
+  }
+}
+
+/** Compiles once, without keeping state between calls. */
+export function compileNetworkPolicies(input: CompileInput & CompilerOptions): PolicyModel {
+  return new PolicyCompiler({ nodeName: input.nodeName }).compile(input);
+}
+
+function isTarget(parsed: ParsedPolicy, pod: PodView): boolean {
+  return (
+    pod.local &&
+    pod.namespace === parsed.namespace &&
+    (!parsed.targetSelector || parsed.targetSelector.matches(pod.labels))
+  );
+}
+
+function peerSelects(peer: SelectorPeer, pod: PodView, namespaceLabels: Labels): boolean {
+  if (peer.namespaceSelector ? !peer.namespaceSelector.matches(namespaceLabels) : pod.namespace !== peer.namespace) {
+    return false;
+  }
+  return !peer.podSelector || peer.podSelector.matches(pod.labels);
+}
+
+function affectedByNamespaces(parsed: ParsedPolicy, changes: ClusterChanges): boolean {
+  if (!parsed.usesNamespaceSelector || changes.namespaces.length === 0) return false;
+  const selectors = parsed.selectorPeers.flatMap((peer) => (peer.namespaceSelector ? [peer.namespaceSelector] : []));
+  return changes.namespaces.some((change) =>
+    selectors.some((selector) => selector.matches(change.before) || selector.matches(change.after)),
+  );
+}
+
+/** What a policy compiles from; metadata other than namespace and name (resourceVersion, annotations) is irrelevant. */
+function policySignature(policy: NetworkPolicyLike): string {
+  try {
+    return JSON.stringify([policy?.metadata?.namespace, policy?.metadata?.name, policy?.spec]);
+  } catch {
+    // Not serialisable (a cycle): treat it as changed every time; parsePolicy will report what is wrong with it.
+    return `unserialisable ${Math.random()}`;
+  }
+}

@@ -1,0 +1,47 @@
+export { PolicyCompiler, compileNetworkPolicies } from './compiler.js';
+export type { CompileInput, CompileStats, CompilerOptions } from './compiler.js';
+export { IP_FAMILIES } from './model.js';
+export type {
+  CompiledDirection,
+  CompiledPolicy,
+  CompiledRule,
+  Direction,
+  IpBlock,
+  IpFamily,
+  LocalPod,
+  LocalPodDirection,
+  NamedPortMatch,
+  PerFamily,
+  PolicyModel,
+  PolicyProblem,
+  PolicyTarget,
+  PortRange,
+  ProblemSeverity,
+  Protocol,
+  RulePeers,
+} from './model.js';
+export { evaluateFlow } from './evaluate.js';
+export type { DirectionVerdict, Flow, FlowVerdict } from './evaluate.js';
+export { peersInFamily } from './family.js';
+export type { FamilyPeers } from './family.js';
+export { isPodActionable } from './pods.js';
+export { compileLabelSelector } from './selector.js';
+export { PolicyInputError } from './input-error.js';
+export type { CompiledSelector } from './selector.js';
+export type {
+  ContainerLike,
+  ContainerPortLike,
+  IPBlockLike,
+  LabelSelectorLike,
+  LabelSelectorRequirementLike,
+  Labels,
+  NamespaceLike,
+  NetworkPolicyEgressRuleLike,
+  NetworkPolicyIngressRuleLike,
+  NetworkPolicyLike,
+  NetworkPolicyPeerLike,
+  NetworkPolicyPortLike,
+  NetworkPolicySpecLike,
+  ObjectMetaLike,
+  PodLike,
+} from './types.js';

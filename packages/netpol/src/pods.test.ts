@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import { isPodActionable, podView } from './pods.js';
+import { NODE, pod } from './testing/fixtures.js';
+import type { PodLike } from './types.js';
+
+describe('isPodActionable', () => {
+  it.each([
+    ['a running pod with an IP', pod('a/p', { ips: ['10.0.0.1'] }), true],
+    ['a pending pod that already has an IP', pod('a/p', { ips: ['10.0.0.1'], phase: 'Pending' }), true],
+    [
+      'a pod being deleted (still running through its grace period)',
+      pod('a/p', { ips: ['10.0.0.1'], deleting: true }),
+      true,
+    ],
+    ['a pod without IP', pod('a/p', { ips: [] }), false],
+    ['a pod with only an invalid IP', pod('a/p', { ips: ['not-an-ip'] }), false],
+    ['a host-network pod', pod('a/p', { ips: ['10.0.0.1'], hostNetwork: true }), false],
+    ['a succeeded pod', pod('a/p', { ips: ['10.0.0.1'], phase: 'Succeeded' }), false],
+    ['a failed pod', pod('a/p', { ips: ['10.0.0.1'], phase: 'Failed' }), false],
+    ['a pod without namespace', { metadata: { name: 'p' }, status: { podIP: '10.0.0.1' } } as PodLike, false],
+  ])('%s: %s', (_case, candidate, expected) => {
+    expect(isPodActionable(candidate)).toBe(expected);
+  });
+});
+
+describe('podView', () => {
+  it('reads IPs of both families, canonical, sorted and deduplicated', () => {
+    const view = podView(pod('a/p', { ips: ['FD00::0:1', '10.0.0.2', '10.0.0.1', 'fd00::1'] }), NODE);
+    expect(view?.ips).toEqual({ ipv4: ['10.0.0.1', '10.0.0.2'], ipv6: ['fd00::1'] });
+  });
+
+  it('falls back to status.podIP', () => {
+    const view = podView({ metadata: { namespace: 'a', name: 'p' }, status: { podIP: '10.0.0.7' } }, NODE);
+    expect(view?.ips.ipv4).toEqual(['10.0.0.7']);
+    expect(view?.local).toBe(false);
+  });
+
+  it('collects named ports of containers and sidecars, defaulting the protocol to TCP', () => {
+    const view = podView(
+      {
+        metadata: { namespace: 'a', name: 'p' },
+        spec: {
+          nodeName: NODE,
+          containers: [
+            { ports: [{ name: 'http', containerPort: 80 }, { containerPort: 81 }] },
+            { ports: [{ name: 'dns', containerPort: 53, protocol: 'UDP' }] },
+          ],
+          initContainers: [
+            { restartPolicy: 'Always', ports: [{ name: 'proxy', containerPort: 15001 }] },
+            { ports: [{ name: 'setup', containerPort: 9999 }] },
+          ],
+        },
+        status: { podIP: '10.0.0.1' },
+      },
+      NODE,
+    );
+    expect(Object.fromEntries(view?.namedPorts ?? [])).toEqual({ 'http/TCP': 80, 'dns/UDP': 53, 'proxy/TCP': 15001 });
+    expect(view?.local).toBe(true);
+  });
+
+  it('changes its signature exactly when something the compiler reads changes', () => {
+    const base = podView(pod('a/p', { labels: { app: 'x' }, ips: ['10.0.0.1'] }), NODE)!;
+    expect(podView(pod('a/p', { labels: { app: 'x' }, ips: ['10.0.0.1'], phase: 'Pending' }), NODE)!.signature).toBe(
+      base.signature,
+    );
+    expect(podView(pod('a/p', { labels: { app: 'y' }, ips: ['10.0.0.1'] }), NODE)!.signature).not.toBe(base.signature);
+    expect(podView(pod('a/p', { labels: { app: 'x' }, ips: ['10.0.0.2'] }), NODE)!.signature).not.toBe(base.signature);
+    expect(podView(pod('a/p', { labels: { app: 'x' }, ips: ['10.0.0.1'], node: 'other' }), NODE)!.signature).not.toBe(
+      base.signature,
+    );
+    expect(
+      podView(pod('a/p', { labels: { app: 'x' }, ips: ['10.0.0.1'], ports: [{ name: 'h', port: 1 }] }), NODE)!
+        .signature,
+    ).not.toBe(base.signature);
+  });
+});

@@ -1,0 +1,129 @@
+import { parseIp } from './cidr.js';
+import type { ParsedIp } from './cidr.js';
+import type { PerFamily, Protocol } from './model.js';
+import { compareText } from './sort.js';
+import type { ContainerLike, Labels, PodLike } from './types.js';
+
+/** What the compiler knows about one actionable pod. */
+export interface PodView {
+  /** `namespace/name`. */
+  readonly id: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly labels: Labels;
+  readonly ips: PerFamily<readonly string[]>;
+  /** Runs on this node. */
+  readonly local: boolean;
+  /** Named container ports, keyed `name/PROTOCOL`. */
+  readonly namedPorts: ReadonlyMap<string, number>;
+  /** Equal signatures mean nothing the compiler reads has changed. */
+  readonly signature: string;
+}
+
+const FINISHED_PHASES = new Set(['Succeeded', 'Failed', 'Completed']);
+
+/**
+ * Whether network policy applies to a pod, as kube-router decides it: it has an IP, does not use the host's network
+ * and has not finished. A pod being deleted still counts: it runs through its grace period, and dropping it early
+ * would open its isolation (as a target) or cut its draining connections (as a peer).
+ */
+export function isPodActionable(pod: PodLike): boolean {
+  return isRunnable(pod) && podIps(pod).length > 0;
+}
+
+function isRunnable(pod: PodLike): boolean {
+  return (
+    pod?.spec?.hostNetwork !== true &&
+    !FINISHED_PHASES.has(pod?.status?.phase ?? '') &&
+    typeof pod?.metadata?.name === 'string' &&
+    typeof pod.metadata.namespace === 'string'
+  );
+}
+
+/** The pod's valid IPs from status.podIPs (or status.podIP), deduplicated. */
+export function podIps(pod: PodLike): ParsedIp[] {
+  const texts =
+    Array.isArray(pod?.status?.podIPs) && pod.status.podIPs.length > 0
+      ? pod.status.podIPs.map((entry) => entry?.ip)
+      : [pod?.status?.podIP];
+  const seen = new Map<string, ParsedIp>();
+  for (const text of texts) {
+    const ip = typeof text === 'string' ? parseIp(text) : undefined;
+    if (ip) seen.set(ip.text, ip);
+  }
+  return [...seen.values()];
+}
+
+export function podView(pod: PodLike, nodeName: string): PodView | undefined {
+  if (!isRunnable(pod)) return undefined;
+  const parsedIps = podIps(pod);
+  if (parsedIps.length === 0) return undefined;
+  const namespace = pod.metadata?.namespace as string;
+  const name = pod.metadata?.name as string;
+  const labels = stringLabels(pod.metadata?.labels);
+  const ips = { ipv4: [] as string[], ipv6: [] as string[] };
+  for (const ip of parsedIps) ips[ip.family].push(ip.text);
+  ips.ipv4.sort(compareText);
+  ips.ipv6.sort(compareText);
+  const local = pod.spec?.nodeName === nodeName;
+  const namedPorts = namedContainerPorts(pod);
+  const signature = podSignature(local, labels, ips, namedPorts);
+  return { id: `${namespace}/${name}`, namespace, name, labels, ips, local, namedPorts, signature };
+}
+
+/**
+ * Named ports of the pod's containers and sidecars (init containers that keep running), keyed `name/PROTOCOL`.
+ * Kubernetes keeps port names unique within a pod; should two collide anyway, the first wins.
+ */
+function namedContainerPorts(pod: PodLike): Map<string, number> {
+  const ports = new Map<string, number>();
+  const containers: ContainerLike[] = [
+    ...(Array.isArray(pod.spec?.containers) ? pod.spec.containers : []),
+    ...(Array.isArray(pod.spec?.initContainers)
+      ? pod.spec.initContainers.filter((c) => c?.restartPolicy === 'Always')
+      : []),
+  ];
+  for (const container of containers) {
+    for (const port of Array.isArray(container?.ports) ? container.ports : []) {
+      if (typeof port?.name !== 'string' || port.name === '' || !Number.isInteger(port.containerPort)) continue;
+      const protocol = (port.protocol ?? 'TCP') as Protocol;
+      const key = namedPortKey(port.name, protocol);
+      if (!ports.has(key)) ports.set(key, port.containerPort);
+    }
+  }
+  return ports;
+}
+
+/** NUL cannot occur in label keys, values or port names, so it separates fields unambiguously. */
+function podSignature(
+  local: boolean,
+  labels: Labels,
+  ips: PerFamily<readonly string[]>,
+  ports: ReadonlyMap<string, number>,
+): string {
+  let signature = local ? 'local' : 'remote';
+  for (const key of Object.keys(labels).sort(compareText)) signature += `\0${key}\0${labels[key]}`;
+  signature += `\0\0${ips.ipv4.join(' ')}\0${ips.ipv6.join(' ')}\0`;
+  for (const [key, port] of [...ports].sort(compareEntries)) signature += `\0${key}\0${port}`;
+  return signature;
+}
+
+function compareEntries(a: readonly [string, unknown], b: readonly [string, unknown]): number {
+  return compareText(a[0], b[0]);
+}
+
+export function namedPortKey(name: string, protocol: Protocol): string {
+  return `${name}/${protocol}`;
+}
+
+function stringLabels(labels: unknown): Labels {
+  if (typeof labels !== 'object' || labels === null) return {};
+  if (Object.values(labels).every((value) => typeof value === 'string')) return labels as Labels;
+  const result: Record<string, string> = {};
+  for (const [key, value] of Object.entries(labels)) if (typeof value === 'string') result[key] = value;
+  return result;
+}
+
+export function namespaceLabels(labels: unknown): Labels {
+  return stringLabels(labels);
+}

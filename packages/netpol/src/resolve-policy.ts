@@ -1,0 +1,221 @@
+import { cidrContainsIp } from './cidr.js';
+import type { ParsedIp } from './cidr.js';
+import type { ClusterView } from './cluster-index.js';
+import { fingerprintOf } from './fingerprint.js';
+import type {
+  CompiledDirection,
+  CompiledPolicy,
+  CompiledRule,
+  Direction,
+  IpBlock,
+  IpFamily,
+  NamedPortMatch,
+  PerFamily,
+  PolicyProblem,
+  PolicyTarget,
+  PortRange,
+} from './model.js';
+import type { BlockPeer, ParsedDirection, ParsedPolicy, ParsedRule, SelectorPeer } from './parse-policy.js';
+import { namedPortKey } from './pods.js';
+import type { PodView } from './pods.js';
+import { compareText, sortedUnique } from './sort.js';
+
+/** What a selector peer selects: shared by every policy of one compile that uses the same peer. */
+interface PeerSelection {
+  readonly pods: readonly PodView[];
+  readonly ips: PerFamily<readonly string[]>;
+}
+
+export type PeerCache = Map<string, PeerSelection>;
+
+export interface ResolvedPolicy {
+  /** Undefined when the policy selects no local pod. */
+  readonly compiled: CompiledPolicy | undefined;
+  /** Problems found while resolving (named ports that match nothing). */
+  readonly problems: readonly PolicyProblem[];
+}
+
+/** Resolves a parsed policy against the cluster: its local targets, and its peers and named ports as addresses. */
+export function resolvePolicy(parsed: ParsedPolicy, cluster: ClusterView, cache: PeerCache): ResolvedPolicy {
+  if (!parsed.identified) return { compiled: undefined, problems: [] };
+  const targets: PodView[] = [];
+  for (const pod of cluster.localPodsIn(parsed.namespace)) {
+    if (!parsed.targetSelector || parsed.targetSelector.matches(pod.labels)) targets.push(pod);
+  }
+  if (targets.length === 0) return { compiled: undefined, problems: [] };
+  targets.sort((a, b) => compareText(a.id, b.id));
+
+  const problems: PolicyProblem[] = [];
+  const ingress = resolveDirection('ingress', parsed, targets, cluster, cache, problems);
+  const egress = resolveDirection('egress', parsed, targets, cluster, cache, problems);
+  const policyTargets: PolicyTarget[] = targets.map((pod) => ({ pod: pod.id, ips: pod.ips }));
+  const body = {
+    id: parsed.id,
+    namespace: parsed.namespace,
+    name: parsed.name,
+    targets: policyTargets,
+    targetIPs: ipsOf(targets),
+    ingress,
+    egress,
+  };
+  return { compiled: { ...body, fingerprint: fingerprintOf(body) }, problems };
+}
+
+function resolveDirection(
+  direction: Direction,
+  parsed: ParsedPolicy,
+  targets: readonly PodView[],
+  cluster: ClusterView,
+  cache: PeerCache,
+  problems: PolicyProblem[],
+): CompiledDirection {
+  const spec: ParsedDirection = parsed[direction];
+  if (!spec.isolates || spec.failed) return { isolates: spec.isolates, failClosed: spec.failed, rules: [] };
+  const rules = spec.rules.map((rule) => resolveRule(direction, parsed, rule, targets, cluster, cache, problems));
+  return { isolates: true, failClosed: false, rules };
+}
+
+function resolveRule(
+  direction: Direction,
+  parsed: ParsedPolicy,
+  rule: ParsedRule,
+  targets: readonly PodView[],
+  cluster: ClusterView,
+  cache: PeerCache,
+  problems: PolicyProblem[],
+): CompiledRule {
+  const selections = rule.selectorPeers.map((peer) => selectPeers(peer, cluster, cache));
+  const peerPods = new Map<string, PodView>();
+  for (const selection of selections) for (const pod of selection.pods) peerPods.set(pod.id, pod);
+  // One selector peer (the common case) reuses its sorted IP lists instead of building them again for each policy.
+  const podIps = selections.length === 1 ? (selections[0] as PeerSelection).ips : ipsOf(peerPods.values());
+  const peers = {
+    any: rule.anyPeer,
+    pods: rule.anyPeer ? { ipv4: [], ipv6: [] } : podIps,
+    ipBlocks: rule.anyPeer ? { ipv4: [], ipv6: [] } : blocksByFamily(rule.blocks),
+  };
+
+  const namedPorts: NamedPortMatch[] = [];
+  const seen = new Set<string>();
+  for (const ref of rule.namedPorts) {
+    const key = namedPortKey(ref.name, ref.protocol);
+    if (seen.has(key)) continue;
+    seen.add(key);
+    // Ingress: the destination is the local target. Egress: it is the peer, and each peer may number the name its own way.
+    const candidates =
+      direction === 'ingress'
+        ? targets.map((pod) => ({ pod, ips: pod.ips }))
+        : egressCandidates(rule, peerPods, cluster);
+    const byNumber = new Map<number, { ipv4: string[]; ipv6: string[] }>();
+    for (const { pod, ips } of candidates) {
+      const port = pod.namedPorts.get(key);
+      if (port === undefined) continue;
+      let destinations = byNumber.get(port);
+      if (!destinations) {
+        destinations = { ipv4: [], ipv6: [] };
+        byNumber.set(port, destinations);
+      }
+      destinations.ipv4.push(...ips.ipv4);
+      destinations.ipv6.push(...ips.ipv6);
+    }
+    if (byNumber.size === 0) {
+      problems.push({
+        policy: parsed.id,
+        severity: 'warning',
+        direction,
+        path: ref.path,
+        message: `named port ${ref.name}/${ref.protocol} matches no container port of the ${
+          direction === 'ingress' ? 'selected local pods' : 'peer pods'
+        }, so it allows nothing`,
+      });
+    }
+    for (const [port, destinations] of byNumber) {
+      namedPorts.push({
+        name: ref.name,
+        protocol: ref.protocol,
+        port,
+        destinations: { ipv4: sortedUnique(destinations.ipv4), ipv6: sortedUnique(destinations.ipv6) },
+      });
+    }
+  }
+  namedPorts.sort((a, b) => compareText(a.name, b.name) || compareText(a.protocol, b.protocol) || a.port - b.port);
+
+  return { index: rule.index, peers, allPorts: rule.allPorts, ports: sortPorts(rule.ports), namedPorts };
+}
+
+function selectPeers(peer: SelectorPeer, cluster: ClusterView, cache: PeerCache): PeerSelection {
+  const cached = cache.get(peer.key);
+  if (cached) return cached;
+  const selected: PodView[] = [];
+  const matchesPod = (pod: PodView) => !peer.podSelector || peer.podSelector.matches(pod.labels);
+  if (peer.namespaceSelector) {
+    for (const [namespace, labels] of cluster.namespaces()) {
+      if (!peer.namespaceSelector.matches(labels)) continue;
+      for (const pod of cluster.podsIn(namespace)) if (matchesPod(pod)) selected.push(pod);
+    }
+  } else {
+    for (const pod of cluster.podsIn(peer.namespace)) if (matchesPod(pod)) selected.push(pod);
+  }
+  const selection = { pods: selected, ips: ipsOf(selected) };
+  cache.set(peer.key, selection);
+  return selection;
+}
+
+/**
+ * The pods an egress named port can resolve against: the selector peers; every pod for a rule open to any peer; and
+ * for ipBlocks, the pods with addresses inside them (only those addresses).
+ */
+function egressCandidates(
+  rule: ParsedRule,
+  peerPods: ReadonlyMap<string, PodView>,
+  cluster: ClusterView,
+): { pod: PodView; ips: PerFamily<readonly string[]> }[] {
+  if (rule.anyPeer) return [...cluster.allPods()].map((pod) => ({ pod, ips: pod.ips }));
+  const candidates = new Map<string, { pod: PodView; ips: PerFamily<readonly string[]> }>();
+  for (const pod of peerPods.values()) candidates.set(pod.id, { pod, ips: pod.ips });
+  if (rule.blocks.length > 0) {
+    for (const pod of cluster.allPods()) {
+      if (candidates.has(pod.id)) continue;
+      const inside = (family: IpFamily) =>
+        pod.ips[family].filter((text) => rule.blocks.some((block) => blockContains(block, { family, text })));
+      const ips = { ipv4: inside('ipv4'), ipv6: inside('ipv6') };
+      if (ips.ipv4.length > 0 || ips.ipv6.length > 0) candidates.set(pod.id, { pod, ips });
+    }
+  }
+  return [...candidates.values()];
+}
+
+function blockContains(block: BlockPeer, ip: ParsedIp): boolean {
+  return cidrContainsIp(block.cidr, ip) && !block.except.some((except) => cidrContainsIp(except, ip));
+}
+
+function ipsOf(pods: Iterable<PodView>): PerFamily<readonly string[]> {
+  const ipv4: string[] = [];
+  const ipv6: string[] = [];
+  for (const pod of pods) {
+    ipv4.push(...pod.ips.ipv4);
+    ipv6.push(...pod.ips.ipv6);
+  }
+  return { ipv4: sortedUnique(ipv4), ipv6: sortedUnique(ipv6) };
+}
+
+function blocksByFamily(blocks: readonly BlockPeer[]): PerFamily<readonly IpBlock[]> {
+  const byFamily = { ipv4: new Map<string, IpBlock>(), ipv6: new Map<string, IpBlock>() };
+  for (const { cidr, block } of blocks) byFamily[cidr.family].set(`${block.cidr} ${block.except.join(' ')}`, block);
+  const sorted = (map: Map<string, IpBlock>) =>
+    [...map.entries()].sort(([a], [b]) => compareText(a, b)).map(([, block]) => block);
+  return { ipv4: sorted(byFamily.ipv4), ipv6: sorted(byFamily.ipv6) };
+}
+
+const PROTOCOL_ORDER = { TCP: 0, UDP: 1, SCTP: 2 } as const;
+
+function sortPorts(ports: readonly PortRange[]): PortRange[] {
+  const unique = new Map<string, PortRange>();
+  for (const port of ports) unique.set(`${port.protocol} ${port.port ?? ''} ${port.endPort ?? ''}`, port);
+  return [...unique.values()].sort(
+    (a, b) =>
+      PROTOCOL_ORDER[a.protocol] - PROTOCOL_ORDER[b.protocol] ||
+      (a.port ?? 0) - (b.port ?? 0) ||
+      (a.endPort ?? a.port ?? 0) - (b.endPort ?? b.port ?? 0),
+  );
+}

@@ -1,0 +1,102 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import Fastify from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError, errorForCode, resourceNotFound } from '../errors.js';
+import { apiGroupDocument, apiGroupList, apiResourceList, apiVersions, serverVersion } from './discovery.js';
+import { openApiV3GroupVersion, openApiV3Root } from './openapi.js';
+import type { ResourceHandlerContext } from './resource-handler.js';
+import { handleResourceRequest } from './resource-handler.js';
+
+const allMethods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+
+export interface AppContext extends ResourceHandlerContext {
+  /** host:port clients reach the server at, for /api's serverAddressByClientCIDRs. */
+  serverAddress(): string;
+}
+
+function sendError(reply: FastifyReply, error: unknown): FastifyReply {
+  const apiError =
+    error instanceof ApiError
+      ? error
+      : errorForCode(
+          typeof (error as { statusCode?: unknown }).statusCode === 'number' ? (error as { statusCode: number }).statusCode : 500,
+          (error as Error).message ?? String(error),
+        );
+  return reply.code(apiError.code).type('application/json').send(apiError.toStatus());
+}
+
+function found<T>(document: T | undefined): T {
+  if (document === undefined) throw resourceNotFound();
+  return document;
+}
+
+/** The Fastify application: discovery, OpenAPI and resource routes, with latency injection and Status errors. */
+export function buildApp(context: AppContext): FastifyInstance {
+  const app = Fastify({ logger: false, bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true });
+
+  // Bodies are parsed per request, because the content type decides between JSON, YAML and patch types.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+
+  app.addHook('onRequest', async () => {
+    if (context.faults.latencyMs > 0) await sleep(context.faults.latencyMs);
+  });
+  app.setErrorHandler((error, _request, reply) => sendError(reply, error));
+  app.setNotFoundHandler((_request, reply) => sendError(reply, resourceNotFound()));
+
+  const discovery = (request: FastifyRequest): void => {
+    context.requests.record({ method: request.method, path: request.url.split('?')[0] ?? '', verb: 'discovery' });
+  };
+
+  app.get('/version', async (request) => {
+    discovery(request);
+    return serverVersion;
+  });
+  for (const path of ['/healthz', '/livez', '/readyz']) {
+    app.get(path, async (_request, reply) => reply.type('text/plain').send('ok'));
+  }
+  app.get('/api', async (request) => {
+    discovery(request);
+    return apiVersions(context.serverAddress());
+  });
+  app.get('/apis', async (request) => {
+    discovery(request);
+    return apiGroupList(context.registry);
+  });
+  app.get('/apis/:group', async (request) => {
+    discovery(request);
+    return found(apiGroupDocument(context.registry, (request.params as { group: string }).group));
+  });
+  app.get('/api/v1', async (request) => {
+    discovery(request);
+    return found(apiResourceList(context.registry, '', 'v1'));
+  });
+  app.get('/apis/:group/:version', async (request) => {
+    discovery(request);
+    const { group, version } = request.params as { group: string; version: string };
+    return found(apiResourceList(context.registry, group, version));
+  });
+  app.get('/openapi/v3', async (request) => {
+    discovery(request);
+    return openApiV3Root(context.registry);
+  });
+  app.get('/openapi/v3/*', async (request) => {
+    discovery(request);
+    return found(openApiV3GroupVersion(context.registry, (request.params as { '*': string })['*']));
+  });
+
+  app.route({
+    method: [...allMethods],
+    url: '/api/v1/*',
+    handler: (request, reply) => handleResourceRequest(context, request, reply, '', 'v1', (request.params as { '*': string })['*']),
+  });
+  app.route({
+    method: [...allMethods],
+    url: '/apis/:group/:version/*',
+    handler: (request, reply) => {
+      const params = request.params as { group: string; version: string; '*': string };
+      return handleResourceRequest(context, request, reply, params.group, params.version, params['*']);
+    },
+  });
+  return app;
+}

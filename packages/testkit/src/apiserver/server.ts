@@ -1,0 +1,219 @@
+import { rmSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { badRequest } from './errors.js';
+import type { ApiServerFaults } from './faults.js';
+import { FaultInjector } from './faults.js';
+import { buildApp } from './http/app.js';
+import type { RequestLog } from './http/request-log.js';
+import { RequestLog as RequestLogImpl } from './http/request-log.js';
+import { WatchStreams } from './http/watch.js';
+import type { KubeObject } from './kube-object.js';
+import { kubeconfigYaml } from './kubeconfig.js';
+import type { PatchType } from './patch/apply-patch.js';
+import type { ResourceType } from './resources.js';
+import { ResourceRegistry } from './resources.js';
+import { parseFieldSelector } from './selectors/field-selector.js';
+import { parseLabelSelector } from './selectors/label-selector.js';
+import { ObjectStore } from './store/object-store.js';
+
+/**
+ * What the programmatic API accepts: a plain KubeObject, or any object with apiVersion, kind and metadata
+ * such as the classes of @kubernetes/client-node (V1Pod, ...), which KubeObject's index signature refuses.
+ */
+export type KubeObjectInput =
+  | KubeObject
+  | { apiVersion?: string; kind?: string; metadata?: { name?: string; namespace?: string; resourceVersion?: string } };
+
+export interface ApiServerOptions {
+  /** Address to listen on; default 127.0.0.1. */
+  host?: string;
+  /** Port to listen on; default 0 (a free port). */
+  port?: number;
+  /** Objects to create before the server listens (Namespaces are created first). */
+  seed?: readonly KubeObjectInput[];
+  /** How often watches that allow bookmarks get one; default 1000 ms. */
+  bookmarkIntervalMs?: number;
+  /** How many changes a watch can resume across; older resourceVersions are expired (410); default 1000. */
+  historyLimit?: number;
+  /** Service cluster IP ranges, one per family; default 10.96.0.0/12 and fd00:10:96::/108. */
+  serviceCidrs?: readonly string[];
+}
+
+export interface ListSelectors {
+  labelSelector?: string;
+  fieldSelector?: string;
+}
+
+export interface ApiServer {
+  /** http://host:port */
+  readonly url: string;
+  readonly port: number;
+  readonly registry: ResourceRegistry;
+  readonly faults: ApiServerFaults;
+  /** Every API request the server answered, with its Kubernetes verb and resource. */
+  readonly requests: RequestLog;
+  /** The current (global) resourceVersion. */
+  readonly resourceVersion: string;
+  /** Writes a kubeconfig (no credentials, context 'embedded') to `path` or a temporary file; returns the path. */
+  writeKubeconfig(path?: string): Promise<string>;
+  kubeconfigYaml(): string;
+  create(obj: KubeObjectInput): KubeObject;
+  get(apiVersion: string, kind: string, namespace: string | undefined, name: string): KubeObject | undefined;
+  list(apiVersion: string, kind: string, namespace?: string, selectors?: ListSelectors): KubeObject[];
+  /** Replaces an object (not its status, for kinds with a status subresource); 409 on a stale resourceVersion. */
+  update(obj: KubeObjectInput): KubeObject;
+  /** Replaces only the status, as a PUT to the status subresource does. */
+  updateStatus(obj: KubeObjectInput): KubeObject;
+  /** Creates the object, or replaces it (ignoring resourceVersion) when it exists. */
+  upsert(obj: KubeObjectInput): KubeObject;
+  patch(apiVersion: string, kind: string, namespace: string | undefined, name: string, patch: unknown, type?: PatchType): KubeObject;
+  patchStatus(apiVersion: string, kind: string, namespace: string | undefined, name: string, patch: unknown, type?: PatchType): KubeObject;
+  delete(apiVersion: string, kind: string, namespace: string | undefined, name: string): KubeObject;
+  /** The number of open watch streams, optionally on one resource (a plural, e.g. 'pods'). */
+  openWatches(resource?: string): number;
+  /** Ends every watch, stops listening and removes temporary kubeconfigs. */
+  close(): Promise<void>;
+}
+
+const initialNamespaces = ['default', 'kube-system', 'kube-public', 'kube-node-lease'];
+
+// Temporary kubeconfig directories of servers not closed yet; a test that fails before close() still
+// leaves no files behind once its process exits.
+const temporaryKubeconfigDirs = new Set<string>();
+let exitCleanupRegistered = false;
+
+async function temporaryKubeconfigDir(): Promise<string> {
+  if (!exitCleanupRegistered) {
+    exitCleanupRegistered = true;
+    process.once('exit', () => {
+      for (const dir of temporaryKubeconfigDirs) rmSync(dir, { recursive: true, force: true });
+    });
+  }
+  const dir = await mkdtemp(join(tmpdir(), 'krt-kubeconfig-'));
+  temporaryKubeconfigDirs.add(dir);
+  return dir;
+}
+
+/** Starts the embedded Kubernetes API server over plain HTTP. */
+export async function startApiServer(options: ApiServerOptions = {}): Promise<ApiServer> {
+  const host = options.host ?? '127.0.0.1';
+  const registry = new ResourceRegistry();
+  const store = new ObjectStore({
+    registry,
+    historyLimit: options.historyLimit ?? 1000,
+    serviceCidrs: options.serviceCidrs ?? ['10.96.0.0/12', 'fd00:10:96::/108'],
+  });
+  const watches = new WatchStreams(store, options.bookmarkIntervalMs ?? 1000);
+  const faults = new FaultInjector(
+    (resource) => watches.close(resource),
+    () => store.compactHistory(),
+  );
+  const requests = new RequestLogImpl();
+  const temporaryDirs: string[] = [];
+  let address = '';
+
+  const resourceOf = (apiVersion: string | undefined, kind: string | undefined): ResourceType => {
+    const resource = apiVersion && kind ? registry.byKind(apiVersion, kind) : undefined;
+    if (!resource) throw badRequest(`the embedded API server does not serve ${apiVersion ?? '?'} ${kind ?? '?'}`);
+    return resource;
+  };
+  const asObject = (input: KubeObjectInput): KubeObject => {
+    const obj = structuredClone(input) as KubeObject;
+    obj.metadata ??= {};
+    const resource = resourceOf(obj.apiVersion, obj.kind);
+    if (resource.namespaced) obj.metadata.namespace ||= 'default';
+    return obj;
+  };
+
+  for (const name of initialNamespaces) {
+    store.create(resourceOf('v1', 'Namespace'), { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+  }
+  const seed = [...(options.seed ?? [])].sort((a, b) => Number(b.kind === 'Namespace') - Number(a.kind === 'Namespace'));
+  for (const input of seed) {
+    const obj = asObject(input);
+    const resource = resourceOf(obj.apiVersion, obj.kind);
+    if (resource.kind === 'Namespace' && initialNamespaces.includes(obj.metadata.name ?? '')) {
+      store.update(resource, { ...obj, metadata: { ...obj.metadata, resourceVersion: undefined } });
+    } else {
+      store.create(resource, obj);
+    }
+  }
+
+  const app = buildApp({ registry, store, watches, faults, requests, serverAddress: () => address });
+  await app.listen({ host, port: options.port ?? 0 });
+  const { port } = app.server.address() as AddressInfo;
+  address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const url = `http://${address}`;
+
+  const server: ApiServer = {
+    url,
+    port,
+    registry,
+    faults,
+    requests,
+    get resourceVersion() {
+      return String(store.resourceVersion);
+    },
+    kubeconfigYaml: () => kubeconfigYaml(url),
+    async writeKubeconfig(path) {
+      let target = path;
+      if (target === undefined) {
+        const dir = await temporaryKubeconfigDir();
+        temporaryDirs.push(dir);
+        target = join(dir, 'config');
+      }
+      await writeFile(target, kubeconfigYaml(url), { mode: 0o600 });
+      return target;
+    },
+    create(input) {
+      const obj = asObject(input);
+      return store.create(resourceOf(obj.apiVersion, obj.kind), obj);
+    },
+    get(apiVersion, kind, namespace, name) {
+      return store.tryGet(resourceOf(apiVersion, kind), namespace ?? 'default', name);
+    },
+    list(apiVersion, kind, namespace, selectors = {}) {
+      const resource = resourceOf(apiVersion, kind);
+      return store.list(resource, namespace, {
+        labelSelector: parseLabelSelector(selectors.labelSelector),
+        fieldSelector: parseFieldSelector(selectors.fieldSelector, resource),
+      });
+    },
+    update(input) {
+      const obj = asObject(input);
+      return store.update(resourceOf(obj.apiVersion, obj.kind), obj);
+    },
+    updateStatus(input) {
+      const obj = asObject(input);
+      const resource = resourceOf(obj.apiVersion, obj.kind);
+      return store.update(resource, obj, resource.hasStatusSubresource ? { subresource: 'status' } : {});
+    },
+    upsert(input) {
+      const obj = asObject(input);
+      const resource = resourceOf(obj.apiVersion, obj.kind);
+      if (!store.tryGet(resource, obj.metadata.namespace, obj.metadata.name ?? '')) return store.create(resource, obj);
+      return store.update(resource, { ...obj, metadata: { ...obj.metadata, resourceVersion: undefined } });
+    },
+    patch(apiVersion, kind, namespace, name, patch, type = 'merge') {
+      return store.patch(resourceOf(apiVersion, kind), namespace ?? 'default', name, type, patch);
+    },
+    patchStatus(apiVersion, kind, namespace, name, patch, type = 'merge') {
+      const resource = resourceOf(apiVersion, kind);
+      return store.patch(resource, namespace ?? 'default', name, type, patch, resource.hasStatusSubresource ? { subresource: 'status' } : {});
+    },
+    delete(apiVersion, kind, namespace, name) {
+      return store.delete(resourceOf(apiVersion, kind), namespace ?? 'default', name);
+    },
+    openWatches: (resource) => watches.count(resource),
+    async close() {
+      watches.close();
+      await app.close();
+      await Promise.all(temporaryDirs.map((dir) => rm(dir, { recursive: true, force: true })));
+      for (const dir of temporaryDirs) temporaryKubeconfigDirs.delete(dir);
+    },
+  };
+  return server;
+}

@@ -1,0 +1,17 @@
+export { startApiServer } from './apiserver/server.js';
+export { ApiError } from './apiserver/errors.js';
+export { ResourceRegistry, builtinResources } from './apiserver/resources.js';
+export { parseManifests, loadManifestFiles } from './apiserver/seed.js';
+export { parseLabelSelector, matchesLabelSelector } from './apiserver/selectors/label-selector.js';
+export { kubeconfigYaml, kubeconfigContext } from './apiserver/kubeconfig.js';
+
+export type { ApiServer, ApiServerOptions, KubeObjectInput, ListSelectors } from './apiserver/server.js';
+export type { ApiServerFaults } from './apiserver/faults.js';
+export type { KubeObject, ObjectMeta, WatchEventType } from './apiserver/kube-object.js';
+export type { KubeVerb, ResourceType } from './apiserver/resources.js';
+export type { RequestLog, RequestRecord, RequestFilter } from './apiserver/http/request-log.js';
+export type { Status, StatusReason } from './apiserver/errors.js';
+export type { PatchType } from './apiserver/patch/apply-patch.js';
+export type { LabelSelector, LabelRequirement } from './apiserver/selectors/label-selector.js';
+
+export * from './lab/index.js';

@@ -1,0 +1,240 @@
+import { EventEmitter } from 'node:events';
+import { ApiException, CoreV1Api, ListWatch, Watch } from '@kubernetes/client-node';
+import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
+import { KeyedQueue } from './keyed-queue.js';
+import type { LabNode, PodSandbox } from './lab-node.js';
+import { NETNS_ANNOTATION, containerPorts, isPublished, runningPodStatus } from './pod-objects.js';
+
+const retryBaseMs = 200;
+const retryMaxMs = 5_000;
+const watchRestartMs = 500;
+const startTimeoutMs = 15_000;
+
+export interface RunningPod {
+  uid: string;
+  sandbox: PodSandbox;
+  startTime: Date;
+  published: boolean;
+}
+
+export function podKeyOf(pod: V1Pod): string {
+  return `${pod.metadata?.namespace ?? 'default'}/${pod.metadata?.name ?? ''}`;
+}
+
+/**
+ * Plays the kubelet of one lab node: every Pod bound to the node gets a sandbox (netns, addresses, agent), its
+ * annotation and a Running status; a deleted Pod loses its sandbox. Level-triggered: each event only queues the
+ * pod's key, and the reconcile compares the informer's view with the sandboxes.
+ */
+export class LabKubelet {
+  private readonly core: CoreV1Api;
+  private readonly informer: ListWatch<V1Pod>;
+  private readonly running = new Map<string, RunningPod>();
+  private readonly failures = new Map<string, number>();
+  private readonly queue: KeyedQueue;
+  private readonly events = new EventEmitter();
+  private readonly retryTimers = new Set<NodeJS.Timeout>();
+  private stopped = false;
+  private lastWatchError: unknown;
+
+  constructor(
+    kubeConfig: KubeConfig,
+    private readonly node: LabNode,
+  ) {
+    this.core = kubeConfig.makeApiClient(CoreV1Api);
+    const fieldSelector = `spec.nodeName=${node.nodeName}`;
+    this.informer = new ListWatch<V1Pod>(
+      '/api/v1/pods',
+      new Watch(kubeConfig),
+      () => this.core.listPodForAllNamespaces({ fieldSelector }),
+      false,
+      undefined,
+      fieldSelector,
+    );
+    this.queue = new KeyedQueue((key) => this.reconcileWithRetry(key));
+    this.events.setMaxListeners(0);
+    for (const verb of ['add', 'update', 'delete'] as const) {
+      this.informer.on(verb, (pod) => this.queue.enqueue(podKeyOf(pod)));
+    }
+    // The informer stops on an error (a broken watch, an unreachable server); it resumes from its last version.
+    this.informer.on('error', (error: unknown) => {
+      this.lastWatchError = error;
+      if (this.stopped) return;
+      const timer = setTimeout(() => {
+        this.retryTimers.delete(timer);
+        if (!this.stopped) this.informer.start().catch((startError: unknown) => (this.lastWatchError = startError));
+      }, watchRestartMs);
+      this.retryTimers.add(timer);
+    });
+  }
+
+  /** Lists and starts watching the node's pods; fails (instead of hanging) when the API server does not answer. */
+  async start(timeoutMs = startTimeoutMs): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const cause = this.lastWatchError ? `: ${describe(this.lastWatchError)}` : '';
+        reject(new Error(`lab kubelet for ${this.node.nodeName} could not list and watch pods within ${timeoutMs} ms${cause}`));
+      }, timeoutMs);
+    });
+    try {
+      await Promise.race([this.informer.start(), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Stops watching and waits for reconciles in flight; the sandboxes stay for the node to remove. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const timer of this.retryTimers) clearTimeout(timer);
+    this.retryTimers.clear();
+    await this.informer.stop();
+    await this.queue.drain();
+  }
+
+  runningPods(): RunningPod[] {
+    return [...this.running.values()].filter((pod) => pod.published);
+  }
+
+  runningPod(key: string): RunningPod | undefined {
+    const pod = this.running.get(key);
+    return pod?.published ? pod : undefined;
+  }
+
+  /** Resolves once the pod with this key (and uid, when given) runs; rejects on its first failure or at the timeout. */
+  waitUntilRunning(key: string, uid: string | undefined, timeoutMs: number): Promise<RunningPod> {
+    return this.waitFor(key, timeoutMs, 'to run', () => {
+      const pod = this.runningPod(key);
+      return pod && (uid === undefined || pod.uid === uid) ? pod : undefined;
+    });
+  }
+
+  /** Resolves once the pod with this key has no sandbox any more. */
+  async waitUntilGone(key: string, timeoutMs: number): Promise<void> {
+    await this.waitFor(key, timeoutMs, 'to be removed', () => (this.running.has(key) ? undefined : true));
+  }
+
+  private waitFor<T>(key: string, timeoutMs: number, what: string, check: () => T | undefined): Promise<T> {
+    const done = check();
+    if (done !== undefined) return Promise.resolve(done);
+    return new Promise((resolve, reject) => {
+      const cleanup = (): void => {
+        clearTimeout(timer);
+        this.events.off(key, onChange);
+        this.events.off(`error:${key}`, onError);
+      };
+      const onChange = (): void => {
+        const result = check();
+        if (result !== undefined) {
+          cleanup();
+          resolve(result);
+        }
+      };
+      const onError = (error: unknown): void => {
+        cleanup();
+        reject(error instanceof Error ? error : new Error(String(error)));
+      };
+      const timer = setTimeout(() => {
+        cleanup();
+        const watchProblem = this.lastWatchError ? ` (last watch error: ${String(this.lastWatchError)})` : '';
+        reject(new Error(`pod ${key} did not come ${what} on lab node ${this.node.nodeName} within ${timeoutMs} ms${watchProblem}`));
+      }, timeoutMs);
+      this.events.on(key, onChange);
+      this.events.on(`error:${key}`, onError);
+    });
+  }
+
+  private async reconcileWithRetry(key: string): Promise<void> {
+    if (this.stopped) return;
+    try {
+      await this.reconcile(key);
+      this.failures.delete(key);
+    } catch (error) {
+      const attempts = (this.failures.get(key) ?? 0) + 1;
+      this.failures.set(key, attempts);
+      this.events.emit(`error:${key}`, new Error(`lab kubelet could not run pod ${key}: ${describe(error)}`, { cause: error }));
+      const timer = setTimeout(() => {
+        this.retryTimers.delete(timer);
+        if (!this.stopped) this.queue.enqueue(key);
+      }, Math.min(retryBaseMs * 2 ** (attempts - 1), retryMaxMs));
+      this.retryTimers.add(timer);
+    }
+  }
+
+  private async reconcile(key: string): Promise<void> {
+    const [namespace = '', name = ''] = key.split('/');
+    const pod = this.informer.get(name, namespace);
+    const wanted = pod && !pod.metadata?.deletionTimestamp && !isTerminal(pod) ? pod : undefined;
+    const current = this.running.get(key);
+    if (current && current.uid !== wanted?.metadata?.uid) {
+      await this.node.removeSandbox(current.sandbox);
+      this.running.delete(key);
+      this.events.emit(key);
+    }
+    if (pod?.metadata?.deletionTimestamp) {
+      // Graceful deletion waits for the kubelet: the sandbox is gone, so the object may go now.
+      await this.deletePodNow(namespace, name, pod.metadata.uid);
+    }
+    if (!wanted) return;
+    let entry = this.running.get(key);
+    if (!entry) {
+      const spec = { namespace, name, ports: containerPorts(wanted) };
+      const sandbox = wanted.spec?.hostNetwork ? await this.node.addHostNetworkSandbox(spec) : await this.node.addSandbox(spec);
+      entry = { uid: wanted.metadata?.uid ?? '', sandbox, startTime: new Date(), published: false };
+      this.running.set(key, entry);
+    }
+    // Once written, the status stays; the informer's copy may lag behind the write and must not trigger another.
+    if (!entry.published && !isPublished(wanted, entry.sandbox)) {
+      if (!(await this.publish(namespace, name, entry))) return;
+    }
+    entry.published = true;
+    this.events.emit(key);
+  }
+
+  /** Writes the netns annotation, then the Running status; false when the pod went away meanwhile. */
+  private async publish(namespace: string, name: string, entry: RunningPod): Promise<boolean> {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        let pod = await this.core.readNamespacedPod({ name, namespace });
+        if (pod.metadata?.uid !== entry.uid) return false;
+        if (pod.metadata?.annotations?.[NETNS_ANNOTATION] !== entry.sandbox.netns) {
+          pod.metadata = { ...pod.metadata, annotations: { ...pod.metadata?.annotations, [NETNS_ANNOTATION]: entry.sandbox.netns } };
+          pod = await this.core.replaceNamespacedPod({ name, namespace, body: pod });
+        }
+        pod.status = runningPodStatus(pod, entry.sandbox, this.node.nodeIps, entry.startTime);
+        await this.core.replaceNamespacedPodStatus({ name, namespace, body: pod });
+        return true;
+      } catch (error) {
+        if (error instanceof ApiException && error.code === 404) return false;
+        if (!(error instanceof ApiException && error.code === 409) || attempt >= 5) throw error;
+      }
+    }
+  }
+
+  private async deletePodNow(namespace: string, name: string, uid: string | undefined): Promise<void> {
+    try {
+      await this.core.deleteNamespacedPod({
+        name,
+        namespace,
+        gracePeriodSeconds: 0,
+        body: { preconditions: uid ? { uid } : undefined },
+      });
+    } catch (error) {
+      if (!(error instanceof ApiException && (error.code === 404 || error.code === 409))) throw error;
+    }
+  }
+}
+
+function isTerminal(pod: V1Pod): boolean {
+  return pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed';
+}
+
+function describe(error: unknown): string {
+  if (error instanceof ApiException) {
+    const body = error.body as { message?: string } | string | undefined;
+    const message = typeof body === 'string' ? body : body?.message;
+    return `HTTP ${error.code}${message ? `: ${message}` : ''}`;
+  }
+  return error instanceof Error ? error.message : String(error);
+}
