@@ -402,3 +402,80 @@ describe('servers', () => {
     expect(again.healthUrl).toBe(`http://127.0.0.1:${port}`);
   });
 });
+
+describe('start order and the wait for caches', () => {
+  it('starts controllers, then waits for the caches, then runs the first sync', async () => {
+    const order: string[] = [];
+    await startAgent({
+      plugins: [
+        {
+          plugin: testPlugin({
+            name: 'ordered',
+            syncPeriodMs: 60_000,
+            onStart: () => void order.push('controller started'),
+            sync: async () => void order.push('first sync'),
+          }),
+        },
+      ],
+      beforeFirstSync: async () => {
+        order.push('waiting for caches');
+        await sleep(50);
+        order.push('caches synced');
+      },
+    });
+    await waitFor('the first sync', () => order.includes('first sync'));
+    expect(order).toEqual(['controller started', 'waiting for caches', 'caches synced', 'first sync']);
+  });
+
+  it('fails the start when the caches do not sync, stopping what it started', async () => {
+    let stopped = false;
+    let synced = false;
+    const agent = await createAgent({
+      logger: memoryLogger().logger,
+      plugins: [
+        {
+          plugin: testPlugin({
+            name: 'never-synced',
+            syncPeriodMs: 60_000,
+            onStop: () => void (stopped = true),
+            sync: async () => void (synced = true),
+          }),
+        },
+      ],
+      options: { nodeName: 'n', health: false, metrics: false, collectDefaultMetrics: false },
+      beforeFirstSync: () => Promise.reject(new Error('informer caches did not sync within 1s (--cache-sync-timeout): pods')),
+    });
+    await expect(agent.start()).rejects.toThrow(/--cache-sync-timeout/);
+    expect(stopped).toBe(true);
+    expect(synced).toBe(false);
+  });
+
+  it('stops at once when told to during the wait for caches, running no sync', async () => {
+    let stopped = false;
+    let synced = false;
+    const agent = await createAgent({
+      logger: memoryLogger().logger,
+      plugins: [
+        {
+          plugin: testPlugin({
+            name: 'interrupted',
+            syncPeriodMs: 60_000,
+            onStop: () => void (stopped = true),
+            sync: async () => void (synced = true),
+          }),
+        },
+      ],
+      options: { nodeName: 'n', health: false, metrics: false, collectDefaultMetrics: false },
+      beforeFirstSync: () => new Promise(() => undefined),
+    });
+    const starting = agent.start();
+    await sleep(50);
+    const started = performance.now();
+    await agent.stop();
+    await starting;
+    expect(performance.now() - started).toBeLessThan(1_000);
+    expect(stopped).toBe(true);
+    await sleep(50);
+    expect(synced).toBe(false);
+  });
+});

@@ -160,8 +160,12 @@ class AssembledAgent implements Agent {
           requestSync: (reason) => scheduler.requestSync(reason),
           signal: this.#stopping.signal,
         });
+        if (this.#stopping.signal.aborted) return;
       }
-      await this.beforeFirstSync?.();
+      // A stop during the wait for caches (up to --cache-sync-timeout) must not wait for it to end.
+      if (this.beforeFirstSync) await untilAborted(this.beforeFirstSync(), this.#stopping.signal);
+      if (this.#stopping.signal.aborted) return;
+      this.health.restartClocks();
       for (const scheduler of this.#schedulers) scheduler.start();
     } catch (error) {
       await this.stop();
@@ -185,6 +189,8 @@ class AssembledAgent implements Agent {
     this.#stopping.abort(new Error('agent stopping'));
     const deadline = performance.now() + this.options.stopTimeoutMs;
     const notStopped: string[] = [];
+    // No controller starts a sync (with an already aborted signal) while an earlier one is being waited for.
+    for (const scheduler of this.#schedulers) scheduler.halt();
     for (let index = this.#startedControllers - 1; index >= 0; index--) {
       const controller = this.controllers[index] as Controller;
       const scheduler = this.#schedulers[index] as SyncScheduler;
@@ -202,6 +208,26 @@ class AssembledAgent implements Agent {
     this.logger.info({ notStopped }, 'agent stopped');
     return { notStopped };
   }
+}
+
+/** Resolves when `work` settles or `signal` aborts, whichever comes first; rejects only with work's error. */
+function untilAborted(work: Promise<unknown>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => resolve();
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      () => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        if (signal.aborted) resolve();
+        else reject(error);
+      },
+    );
+  });
 }
 
 type Settled = { ok: true } | { ok: false; timedOut: true } | { ok: false; timedOut: false; error: unknown };

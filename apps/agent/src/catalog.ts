@@ -1,4 +1,5 @@
 import { lballocPlugin } from '@kube-router/lballoc';
+import { netpolIptablesPlugin, type NetpolIptablesOptions } from '@kube-router/netpol-iptables';
 import type { PluginEntry } from './assembly.js';
 import { FEATURES, type AgentConfig, type Feature } from './flags.js';
 
@@ -13,6 +14,7 @@ export type PluginCatalog = Readonly<Partial<Record<Feature, PluginFactory>>>;
 
 /** The reference assembly's catalog: the flags of each feature become its plugins' options here. */
 export const defaultCatalog: PluginCatalog = {
+  firewall: (config) => [{ plugin: netpolIptablesPlugin, options: firewallOptions(config) }],
   loadbalancer: (config) => [
     {
       plugin: lballocPlugin,
@@ -24,6 +26,20 @@ export const defaultCatalog: PluginCatalog = {
     },
   ],
 };
+
+/** The netpol-iptables options the flags give; `netns` runs every iptables and ipset command in that namespace. */
+export function firewallOptions(config: AgentConfig, netns?: string): NetpolIptablesOptions {
+  return {
+    enableIpv4: config.ipFamilies.ipv4,
+    enableIpv6: config.ipFamilies.ipv6,
+    defaultDeny: config.firewall.defaultDeny,
+    syncPeriodMs: config.syncPeriodsMs.iptables,
+    serviceClusterIpRanges: config.firewall.serviceClusterIpRanges,
+    serviceExternalIpRanges: config.firewall.serviceExternalIpRanges,
+    nodePortRange: config.firewall.nodePortRange,
+    ...(netns !== undefined && { netns }),
+  };
+}
 
 /** The flag that enables each feature, for messages. */
 export const FEATURE_FLAGS: Readonly<Record<Feature, string>> = {

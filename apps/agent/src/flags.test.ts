@@ -27,7 +27,28 @@ describe('parseFlags', () => {
       logLevel: 'info',
       loadbalancer: { ipRanges: [], defaultClass: true },
       ipFamilies: { ipv4: true, ipv6: false },
+      firewall: {
+        defaultDeny: false,
+        serviceClusterIpRanges: ['10.96.0.0/12'],
+        serviceExternalIpRanges: [],
+        nodePortRange: '30000-32767',
+      },
     } satisfies AgentConfig);
+  });
+
+  it('takes the firewall flags, replacing the default service range rather than adding to it', () => {
+    const c = config([
+      '--netpol-default-deny',
+      '--service-cluster-ip-range=10.43.0.0/16,fd00:43::/108',
+      '--service-external-ip-range=192.0.2.0/24',
+      '--service-node-port-range=30000:31000',
+    ]);
+    expect(c.firewall).toEqual({
+      defaultDeny: true,
+      serviceClusterIpRanges: ['10.43.0.0/16', 'fd00:43::/108'],
+      serviceExternalIpRanges: ['192.0.2.0/24'],
+      nodePortRange: '30000:31000',
+    });
   });
 
   it('takes pflag booleans in every spelling', () => {

@@ -29,6 +29,13 @@ export interface AgentConfig {
   logLevel: Level;
   loadbalancer: { ipRanges: string[]; defaultClass: boolean };
   ipFamilies: { ipv4: boolean; ipv6: boolean };
+  /** The network policy firewall's settings. */
+  firewall: {
+    defaultDeny: boolean;
+    serviceClusterIpRanges: string[];
+    serviceExternalIpRanges: string[];
+    nodePortRange: string;
+  };
 }
 
 export type FlagsResult =
@@ -63,6 +70,10 @@ interface RawFlags {
   loadbalancerDefaultClass: boolean;
   enableIpv4: boolean;
   enableIpv6: boolean;
+  netpolDefaultDeny: boolean;
+  serviceClusterIpRange: string[];
+  serviceExternalIpRange: string[];
+  serviceNodePortRange: string;
 }
 
 /**
@@ -170,6 +181,27 @@ function buildCommand(): Command {
     bool('--loadbalancer-default-class', 'Handle loadbalancer services without a class.', true),
     bool('--enable-ipv4', 'Enables IPv4 support.', true),
     bool('--enable-ipv6', 'Enables IPv6 support.', false),
+    bool(
+      '--netpol-default-deny',
+      'Deny all traffic of pods that no NetworkPolicy selects, in both directions (not in kube-router).',
+      false,
+    ),
+    new Option(
+      '--service-cluster-ip-range <cidr>',
+      'CIDR values from which service cluster IPs are assigned; repeatable or comma-separated (one per family).',
+    )
+      .argParser(appendList)
+      // Applied in toConfig: a list default here would be appended to, not replaced.
+      .default([], '[10.96.0.0/12]'),
+    new Option(
+      '--service-external-ip-range <cidr>',
+      'Specify external IP CIDRs that are used for inter-cluster communication; repeatable or comma-separated.',
+    )
+      .argParser(appendList)
+      .default([], '[]'),
+    new Option('--service-node-port-range <range>', 'NodePort range specified with either a hyphen or colon.').default(
+      '30000-32767',
+    ),
   ];
   for (const option of options) command.addOption(option);
   return command;
@@ -222,6 +254,12 @@ function toConfig(raw: RawFlags, env: NodeJS.ProcessEnv): AgentConfig {
     logLevel: raw.v >= 3 ? 'trace' : raw.v >= 1 ? 'debug' : 'info',
     loadbalancer: { ipRanges: raw.loadbalancerIpRange, defaultClass: raw.loadbalancerDefaultClass },
     ipFamilies: { ipv4: raw.enableIpv4, ipv6: raw.enableIpv6 },
+    firewall: {
+      defaultDeny: raw.netpolDefaultDeny,
+      serviceClusterIpRanges: raw.serviceClusterIpRange.length > 0 ? raw.serviceClusterIpRange : ['10.96.0.0/12'],
+      serviceExternalIpRanges: raw.serviceExternalIpRange,
+      nodePortRange: raw.serviceNodePortRange,
+    },
   };
 }
 

@@ -1,4 +1,5 @@
-import { defaultCatalog, type PluginCatalog } from './catalog.js';
+import { netpolIptablesPlugin } from '@kube-router/netpol-iptables';
+import { defaultCatalog, firewallOptions, type PluginCatalog } from './catalog.js';
 
 export interface LabCatalogOptions {
   /** The lab node's network namespace: the dataplane plugins program their rules inside it. */
@@ -6,6 +7,16 @@ export interface LabCatalogOptions {
 }
 
 /** The reference catalog, with the dataplane pointed at the lab node's network namespace. */
-export function labCatalog(_options: LabCatalogOptions): PluginCatalog {
-  return { ...defaultCatalog };
+export function labCatalog({ netns }: LabCatalogOptions): PluginCatalog {
+  if (netns === undefined) {
+    const { firewall: _noDataplane, ...rest } = defaultCatalog;
+    return rest;
+  }
+  return {
+    ...defaultCatalog,
+    // Triggered syncs as soon as a policy or pod changes, so that `kubectl apply` is enforced within a second.
+    firewall: (config) => [
+      { plugin: netpolIptablesPlugin, options: { ...firewallOptions(config, netns), minSyncIntervalMs: 200 } },
+    ],
+  };
 }

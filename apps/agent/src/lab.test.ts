@@ -5,6 +5,26 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, get } from './testing/support.js';
 
 const run = promisify(execFile);
+
+/** A TCP connect from inside a network namespace, by a process of its own, as any client in the pod would. */
+async function canConnect(netns: string, ip: string, port: number): Promise<boolean> {
+  const script = `const s = require('net').connect(${port}, '${ip}'); s.setTimeout(700);
+    s.on('connect', () => process.exit(0)); s.on('timeout', () => process.exit(1)); s.on('error', () => process.exit(1));`;
+  try {
+    await run('ip', ['netns', 'exec', netns, process.execPath, '-e', script], { timeout: 5_000 });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function eventually(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
 const isRoot = process.getuid?.() === 0;
 
 /**
@@ -98,10 +118,38 @@ spec: { type: LoadBalancer, ports: [{ port: 443, protocol: TCP }] }
     const ready = await get(healthUrl.replace(/healthz$/, 'readyz?verbose'));
     expect(ready.body).toContain('[+]informers ok');
     expect(ready.body).toContain('[+]lballoc ok');
+    expect(ready.body).toMatch(/\[\+\]netpol\S* ok/);
     const metrics = (await get(metricsUrl)).body;
     expect(metrics).toMatch(/kube_router_controller_sync_last_success\{controller="lballoc"\} [1-9]\d+/);
     expect(metrics).toContain('kube_router_informer_watch_healthy{resource="services"} 1');
   });
+
+  it('enforces a NetworkPolicy applied with kubectl on the lab pods, and lifts it when deleted', async () => {
+    const pods = JSON.parse(await kubectl('get', 'pods', '-A', '-o', 'json')) as {
+      items: { metadata: { name: string; annotations: Record<string, string> }; status: { podIP: string } }[];
+    };
+    const pod = (name: string) => pods.items.find((p) => p.metadata.name === name)!;
+    const netnsOf = (name: string) => pod(name).metadata.annotations['lab.kube-router.io/netns']!;
+    const webIP = pod('web').status.podIP;
+    const reach = (from: string) => canConnect(netnsOf(from), webIP, 80);
+    expect(await reach('intruder')).toBe(true);
+    expect(await reach('client')).toBe(true);
+
+    await kubectlApply(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: { name: web-from-client, namespace: demo }
+spec:
+  podSelector: { matchLabels: { app: web } }
+  ingress:
+    - from: [{ podSelector: { matchLabels: { app: client } } }]
+      ports: [{ port: 80, protocol: TCP }]
+`);
+    await eventually('the intruder to be cut off', async () => !(await reach('intruder')));
+    expect(await reach('client')).toBe(true);
+
+    await kubectl('delete', 'networkpolicy', 'web-from-client', '-n', 'demo');
+    await eventually('the intruder to reach web again', () => reach('intruder'));
+  }, 40_000);
 
   it('stops on SIGTERM with exit code 0 and leaves no network namespace behind', async () => {
     const netns = (await kubectl('get', 'pod', 'web', '-n', 'demo', '-o', 'jsonpath={.metadata.annotations.lab\\.kube-router\\.io/netns}')).trim();

@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { createKubeContext, loadKubeConfig } from '@kube-router/kube';
-import { loadManifestFiles, startApiServer, startLab, type Lab } from '@kube-router/testkit';
+import { loadManifestFiles, startApiServer, startLab, type ApiServer, type Lab } from '@kube-router/testkit';
 import { environmentFor } from './kube-environment.js';
 import { labCatalog } from './lab-catalog.js';
 import { runCli } from './run-cli.js';
@@ -23,10 +23,23 @@ const here = dirname(fileURLToPath(import.meta.url));
 const log = pino({ base: { component: 'lab' } });
 
 const workdir = await mkdtemp(join(tmpdir(), 'kube-router-lab-'));
-const server = await startApiServer({ port: Number(process.env.LAB_API_PORT ?? 0), seed: await loadManifestFiles([join(here, '../lab/cluster.yaml')]) });
-const kubeconfig = await server.writeKubeconfig(join(workdir, 'kubeconfig'));
-
+let server: ApiServer | undefined;
 let lab: Lab | undefined;
+const cleanup = async () => {
+  await lab?.stop();
+  await server?.close();
+  await rm(workdir, { recursive: true, force: true });
+};
+// Until the agent's own handlers take over, an interrupt still removes the namespaces and processes made so far.
+const interruptSetup = () => void cleanup().finally(() => process.exit(130));
+process.once('SIGINT', interruptSetup);
+process.once('SIGTERM', interruptSetup);
+
+server = await startApiServer({
+  port: Number(process.env.LAB_API_PORT ?? 0),
+  seed: await loadManifestFiles([join(here, '../lab/cluster.yaml')]),
+});
+const kubeconfig = await server.writeKubeconfig(join(workdir, 'kubeconfig'));
 if (process.getuid?.() === 0) {
   try {
     lab = await startLab({ apiServer: server, nodeName: LAB_NODE, podCidrs: ['10.244.0.0/24', 'fd00:10:244::/64'] });
@@ -35,16 +48,14 @@ if (process.getuid?.() === 0) {
     await Promise.all(seeded.map((pod) => lab!.waitForPod({ namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name ?? '' })));
   } catch (error) {
     log.warn({ err: error }, 'the network-namespace lab did not start: running without a dataplane');
+    await lab?.stop();
+    lab = undefined;
   }
 } else {
   log.warn('not root: running without the network-namespace lab (no pods, no firewall)');
 }
-
-const cleanup = async () => {
-  await lab?.stop();
-  await server.close();
-  await rm(workdir, { recursive: true, force: true });
-};
+process.off('SIGINT', interruptSetup);
+process.off('SIGTERM', interruptSetup);
 
 const catalog = labCatalog({ netns: lab?.nodeNetns });
 let exitCode = 1;
@@ -57,6 +68,7 @@ try {
       '--run-loadbalancer=true',
       '--loadbalancer-ip-range=10.255.0.0/24',
       '--loadbalancer-ip-range=fd00:255::/120',
+      '--enable-ipv6=true',
       '--health-port=20244',
       '--metrics-port=20245',
       ...process.argv.slice(2),

@@ -103,18 +103,22 @@ export async function runCli(argv: readonly string[], deps: CliDependencies = {}
   }
 
   const signalled = waitForSignal(logger);
+  const starting = agent.start().then(() => 'started' as const);
+  let first: NodeJS.Signals | 'started';
   try {
-    await agent.start();
+    // A signal during the start (the cache wait can take --cache-sync-timeout) stops at once, not after it.
+    first = await Promise.race([starting, signalled.promise]);
   } catch (error) {
     signalled.dispose();
     await closeEnvironment();
     return refuse(asError(error, 'cannot start the agent'), EXIT.failure);
   }
 
-  deps.onStarted?.(agent);
-  const signal = await signalled.promise;
+  if (first === 'started') deps.onStarted?.(agent);
+  const signal = first === 'started' ? await signalled.promise : first;
   logger.info({ signal }, 'stopping');
   const report = await agent.stop();
+  await starting.catch(() => undefined);
   await closeEnvironment();
   signalled.dispose();
   return report.notStopped.length === 0 ? EXIT.ok : EXIT.failure;

@@ -94,6 +94,47 @@ describe('SyncScheduler', () => {
     for (const gap of gaps.slice(3)) expect(gap).toBeLessThan(150);
   });
 
+  it('serves requests made before start with the initial sync instead of a second one', async () => {
+    const rec = recordingController({});
+    scheduler = new SyncScheduler(rec.controller);
+    scheduler.requestSync('informers synced');
+    scheduler.start();
+    await sleep(100);
+    expect(rec.calls.map((c) => c.reason)).toEqual(['initial']);
+  });
+
+  it('keeps its loop when a controller breaks the contract and throws, counting it as a failure', async () => {
+    const outcomes: boolean[] = [];
+    let calls = 0;
+    const throwing: Controller = {
+      name: 'throwing',
+      syncPeriodMs: 60_000,
+      minSyncIntervalMs: 0,
+      async start() {},
+      async runObservedSync() {
+        calls++;
+        throw new Error('broken controller');
+      },
+      async stop() {},
+    };
+    scheduler = new SyncScheduler(throwing, { initialBackoffMs: 10, onSync: (_r, o) => outcomes.push(o.ok) });
+    scheduler.start();
+    await sleep(100);
+    expect(calls).toBeGreaterThanOrEqual(3);
+    expect(outcomes.every((ok) => !ok)).toBe(true);
+  });
+
+  it('starts no sync once halted, even while another scheduler is being waited for', async () => {
+    const rec = recordingController({ syncPeriodMs: 20 });
+    scheduler = new SyncScheduler(rec.controller);
+    scheduler.start();
+    await sleep(10);
+    scheduler.halt();
+    const calls = rec.calls.length;
+    await sleep(100);
+    expect(rec.calls.length).toBe(calls);
+  });
+
   it('stops after the running sync ends, then stops the controller', async () => {
     const rec = recordingController({ durationMs: 100 });
     scheduler = new SyncScheduler(rec.controller);

@@ -55,21 +55,30 @@ export class SyncScheduler {
     this.#wake?.();
   }
 
-  /** Stops the loop after the running sync (if any) has ended, then stops the controller. */
-  async stop(): Promise<void> {
+  /**
+   * Starts no further sync, without waiting. An agent that stops several controllers halts them all first, so that
+   * none begins a sync while it waits for another to end.
+   */
+  halt(): void {
     this.#stopped = true;
     this.#wake?.();
+  }
+
+  /** Stops the loop after the running sync (if any) has ended, then stops the controller. */
+  async stop(): Promise<void> {
+    this.halt();
     await this.#loop;
     await this.#controller.stop();
   }
 
   async #run(): Promise<void> {
-    let reason: SyncReason | undefined = 'initial';
+    // The initial sync serves every request made before it, such as the informers' first notifications.
+    let reason: SyncReason | undefined = this.#take('initial');
     while (!this.#stopped) {
       reason ??= await this.#nextReason();
       if (reason === undefined) break;
       this.#lastStart = performance.now();
-      const outcome = await this.#controller.runObservedSync(reason);
+      const outcome = await this.#observe(reason);
       this.#lastEnd = performance.now();
       this.#syncs++;
       if (outcome.ok) {
@@ -82,8 +91,22 @@ export class SyncScheduler {
         );
         this.#retryAt = this.#lastEnd + this.#backoffMs;
       }
-      this.#onSync?.(reason, outcome);
+      try {
+        this.#onSync?.(reason, outcome);
+      } catch {
+        // An observer's mistake must not end the loop.
+      }
       reason = undefined;
+    }
+  }
+
+  /** runObservedSync must never throw; one that does (a hand-written controller) still counts as a failed sync. */
+  async #observe(reason: SyncReason): Promise<SyncOutcome> {
+    const started = performance.now();
+    try {
+      return await this.#controller.runObservedSync(reason);
+    } catch (error) {
+      return { ok: false, error, durationMs: performance.now() - started };
     }
   }
 

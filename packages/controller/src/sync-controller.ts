@@ -52,9 +52,21 @@ export function createSyncController(ctx: PluginContext, spec: SyncControllerSpe
   let unfinished: Promise<unknown> | undefined;
 
   const boundedSync = async (reason: SyncReason, progress: ProgressBeat): Promise<void> => {
+    // One controller per sync, linked to `stopping` by hand: AbortSignal.any keeps every combined signal alive for
+    // as long as the long-lived one, which over months of syncs is a leak.
     const aborter = new AbortController();
-    const signal = AbortSignal.any([aborter.signal, stopping.signal]);
-    const running = spec.sync({ reason, progress, signal });
+    const onStop = () => aborter.abort(stopping.signal.reason);
+    if (stopping.signal.aborted) onStop();
+    else stopping.signal.addEventListener('abort', onStop, { once: true });
+    try {
+      await syncWithin(reason, progress, aborter);
+    } finally {
+      stopping.signal.removeEventListener('abort', onStop);
+    }
+  };
+
+  const syncWithin = async (reason: SyncReason, progress: ProgressBeat, aborter: AbortController): Promise<void> => {
+    const running = spec.sync({ reason, progress, signal: aborter.signal });
     if (timeoutMs <= 0) return running;
     let timer: NodeJS.Timeout | undefined;
     let timedOut: SyncTimeoutError | undefined;

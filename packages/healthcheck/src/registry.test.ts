@@ -19,6 +19,21 @@ describe('HealthRegistry', () => {
     expect(check?.reason).toBe('no heartbeat since registration 15.0s ago, window 15.0s');
   });
 
+  it('restarts the clock of components that have not beaten yet, and only theirs', () => {
+    const t = clock();
+    const registry = new HealthRegistry({ now: t.now, defaultGraceMs: 0 });
+    registry.register('waiting', { syncPeriodMs: 1_000 });
+    const beaten = registry.register('beaten', { syncPeriodMs: 1_000 });
+    beaten.beat();
+    t.advance(900);
+    registry.restartClocks();
+    t.advance(900);
+    expect(registry.livenessChecks()).toEqual([
+      { name: 'waiting', ok: true },
+      { name: 'beaten', ok: false, reason: 'last heartbeat 1.8s ago, window 1.0s' },
+    ]);
+  });
+
   it('derives each window from the sync period plus a per-component grace', () => {
     const t = clock();
     const registry = new HealthRegistry({ now: t.now, defaultGraceMs: 1_000 });

@@ -94,8 +94,16 @@ export class HealthRegistry {
     };
   }
 
-  unregister(name: string): void {
-    this.#components.delete(name);
+  /**
+   * Judges the components that have not beaten yet from now on. The agent calls it when the loops start: a
+   * component registers when its plugin is created, and the wait for informer caches in between is not its loop's
+   * time, so a slow cache sync on a large cluster must not count against its window.
+   */
+  restartClocks(): void {
+    const now = this.#now();
+    for (const component of this.#components.values()) {
+      if (component.lastBeatAt === undefined) component.registeredAt = now;
+    }
   }
 
   /** Adds a readiness condition, such as "informers have synced". It returns a reason while not ready. */

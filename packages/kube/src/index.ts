@@ -44,4 +44,4 @@ export { createKubeContext, KubeServices } from './kube-context.js';
 export type { KubeContext, KubeContextOptions, LeaderElectionRequest } from './kube-context.js';
 
 export { describeKubeError, statusCodeOf } from './api-errors.js';
-export { KubeRequestTimeoutError } from './request-options.js';
+export { callApi, KubeRequestTimeoutError } from './request-options.js';

@@ -1,5 +1,6 @@
 // Allocation of 10,000 LoadBalancer Services through the embedded API server: the first walk (plan + 10,000 status
 // writes), a steady-state walk (list + plan, nothing to write), and planning alone, all measured in this one run.
+import { CoreV1Api } from '@kubernetes/client-node';
 import { planAllocations } from '../src/plan.js';
 import { AddressPool } from '../src/pool.js';
 import { createTestAgent, loadBalancer, startCluster, waitFor } from '../src/testing/harness.js';
@@ -27,10 +28,7 @@ const steady = await agent.controller.runObservedSync('bench');
 const steadyMs = ms(start);
 if (!steady.ok) throw steady.error;
 
-const { items } = await (await import('@kubernetes/client-node')).KubeConfig.prototype.makeApiClient.call(
-  agent.kube.kubeConfig,
-  (await import('@kubernetes/client-node')).CoreV1Api,
-).listServiceForAllNamespaces();
+const { items } = await agent.kube.kubeConfig.makeApiClient(CoreV1Api).listServiceForAllNamespaces();
 start = performance.now();
 planAllocations(items, new AddressPool(RANGES), { defaultClass: true });
 const planMs = ms(start);

@@ -1,6 +1,7 @@
 import type { CoreV1Api, V1Service } from '@kubernetes/client-node';
 import { createSyncController, SyncFailures, type Controller, type PluginContext } from '@kube-router/controller';
-import { planAllocations, type PlanOptions } from './plan.js';
+import { callApi } from '@kube-router/kube';
+import { isOurs, planAllocations, type PlanOptions } from './plan.js';
 import { AddressPool } from './pool.js';
 import { writeIngress } from './status-writer.js';
 
@@ -26,6 +27,10 @@ export interface LballocSettings extends PlanOptions {
   syncPeriodMs: number;
   minSyncIntervalMs?: number;
   syncTimeoutMs?: number;
+  /** Bound on the list of every Service. Default 30 s. */
+  listTimeoutMs?: number;
+  /** Bound on each status write; below lease duration minus renew deadline (5 s with kube-router's). Default 4 s. */
+  writeTimeoutMs?: number;
 }
 
 /**
@@ -60,11 +65,16 @@ export function createLballocController(ctx: PluginContext, cluster: LballocClus
     },
     async sync({ progress, signal }) {
       if (!cluster.isLeader()) return;
-      const { items: services } = await cluster.api.listServiceForAllNamespaces();
+      const { items: services } = await callApi(
+        'list services',
+        settings.listTimeoutMs ?? 30_000,
+        (options) => cluster.api.listServiceForAllNamespaces({}, options),
+        signal,
+      );
       const failures = new SyncFailures();
       if (!pool) {
         for (const svc of services) {
-          if (svc.spec?.type !== 'LoadBalancer') continue;
+          if (!isOurs(svc, settings)) continue;
           cluster.warn(svc, 'InvalidLoadBalancerIPRange', poolError!.message);
           failures.add(`service/${svc.metadata?.namespace}/${svc.metadata?.name}`, poolError);
         }
@@ -85,11 +95,21 @@ export function createLballocController(ctx: PluginContext, cluster: LballocClus
           failures.add(object, new Error(decision.reason));
           continue;
         }
+        if (decision.action === 'assign' && decision.repairs.length > 0) {
+          cluster.warn(service, 'LoadBalancerIPReassigned', decision.repairs.join('; '));
+        }
+        if (decision.action === 'assign' && decision.problems.length > 0) {
+          const reason = decision.problems.join('; ');
+          cluster.warn(service, 'LoadBalancerIPAllocationFailed', reason);
+          failures.add(object, new Error(reason));
+        }
         await failures.attempt(object, async () => {
           try {
             await writeIngress(cluster.api, service, decision.ingress, {
               ...settings,
               releasing: decision.action === 'release',
+              timeoutMs: settings.writeTimeoutMs ?? 4_000,
+              signal,
             });
           } catch (error) {
             cluster.warn(service, 'LoadBalancerStatusUpdateFailed', `could not write ${decision.ingress.join(', ')}: ${String(error)}`);

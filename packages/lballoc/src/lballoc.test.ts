@@ -156,6 +156,26 @@ describe('lballoc against the embedded API server', () => {
     expect(a!.health.livenessChecks()[0]?.ok).toBe(true);
   });
 
+  it('cancels an API request that never answers when its sync times out, so the next sync is not held', async () => {
+    const started = await startCluster();
+    server = started.server;
+    const a = createTestAgent(started.kubeconfig, 'solo', { ranges: ['10.80.0.0/28'], syncTimeoutMs: 300 });
+    agents = [a];
+    await a.start({ scheduler: false });
+    await waitFor('leader', () => a.isLeader());
+    server.faults.setLatency(20_000);
+    const hung = await a.controller.runObservedSync('test');
+    server.faults.setLatency(0);
+    expect(hung.ok).toBe(false);
+    server.create(loadBalancer('after'));
+    await waitFor('leader', () => a.isLeader());
+    const begun = performance.now();
+    const next = await a.controller.runObservedSync('test');
+    expect(next.ok, next.ok ? '' : String(next.error)).toBe(true);
+    expect(performance.now() - begun).toBeLessThan(3_000);
+    expect(ingressOf(server, 'after')).toEqual(['10.80.0.0']);
+  });
+
   it('retries a status update that conflicts (409) and still writes it', async () => {
     const started = await startCluster();
     server = started.server;

@@ -33,7 +33,7 @@ describe('planAllocations', () => {
     ]);
     const off = decisions(planAllocations(services, new AddressPool(['10.0.0.0/28']), { defaultClass: false }));
     expect(off.none?.action).toBe('keep');
-    expect(off.ours).toEqual({ action: 'assign', ingress: ['10.0.0.0'], added: ['10.0.0.0'] });
+    expect(off.ours).toEqual({ action: 'assign', ingress: ['10.0.0.0'], added: ['10.0.0.0'], problems: [], repairs: [] });
   });
 
   it('never hands out an address another Service holds as ingress or external IP', () => {
@@ -42,7 +42,7 @@ describe('planAllocations', () => {
       svc('new'),
     ];
     const planned = decisions(planAllocations(services, new AddressPool(['10.0.0.0/30']), defaults));
-    expect(planned.new).toEqual({ action: 'assign', ingress: ['10.0.0.2'], added: ['10.0.0.2'] });
+    expect(planned.new).toEqual({ action: 'assign', ingress: ['10.0.0.2'], added: ['10.0.0.2'], problems: [], repairs: [] });
   });
 
   it('keeps a Service that is already served', () => {
@@ -62,8 +62,8 @@ describe('planAllocations', () => {
     const dual = svc('dual', { ipFamilies: ['IPv6', 'IPv4'], ipFamilyPolicy: 'RequireDualStack' });
     const v6 = svc('v6', { ipFamilies: ['IPv6'] });
     const planned = decisions(planAllocations([dual, v6], pool, defaults));
-    expect(planned.dual).toEqual({ action: 'assign', ingress: ['2001:db8::', '10.0.0.0'], added: ['2001:db8::', '10.0.0.0'] });
-    expect(planned.v6).toEqual({ action: 'assign', ingress: ['2001:db8::1'], added: ['2001:db8::1'] });
+    expect(planned.dual).toEqual({ action: 'assign', ingress: ['2001:db8::', '10.0.0.0'], added: ['2001:db8::', '10.0.0.0'], problems: [], repairs: [] });
+    expect(planned.v6).toEqual({ action: 'assign', ingress: ['2001:db8::1'], added: ['2001:db8::1'], problems: [], repairs: [] });
 
     const v4only = new AddressPool(['10.0.0.0/30']);
     expect(planAllocations([dual], v4only, defaults)[0]?.decision).toEqual({
@@ -75,6 +75,8 @@ describe('planAllocations', () => {
       action: 'assign',
       ingress: ['10.0.0.0'],
       added: ['10.0.0.0'],
+      problems: [],
+      repairs: [],
     });
   });
 
@@ -86,7 +88,7 @@ describe('planAllocations', () => {
     const planned = decisions(planAllocations([first, dual, later], pool, defaults));
     expect(planned.dual).toEqual({ action: 'fail', reason: 'the IPv4 pool is exhausted (1 addresses in use)' });
     // The IPv6 address the dual-stack Service could not use stays free for others.
-    expect(planned.later).toEqual({ action: 'assign', ingress: ['2001:db8::'], added: ['2001:db8::'] });
+    expect(planned.later).toEqual({ action: 'assign', ingress: ['2001:db8::'], added: ['2001:db8::'], problems: [], repairs: [] });
   });
 
   it('honours a requested address when free and reports it when not', () => {
@@ -98,14 +100,14 @@ describe('planAllocations', () => {
     const wantsGarbage = svc('wants-garbage', {}, { metadata: { annotations: { [REQUESTED_IPS_ANNOTATION]: 'ten.zero' } } });
     const dynamic = svc('dynamic');
     const planned = decisions(planAllocations([holder, wantsFree, wantsTaken, wantsOutside, wantsGarbage, dynamic], pool, defaults));
-    expect(planned['wants-free']).toEqual({ action: 'assign', ingress: ['10.0.0.9'], added: ['10.0.0.9'] });
+    expect(planned['wants-free']).toEqual({ action: 'assign', ingress: ['10.0.0.9'], added: ['10.0.0.9'], problems: [], repairs: [] });
     expect(planned['wants-taken']).toEqual({ action: 'fail', reason: 'requested address 10.0.0.5 is in use by default/holder' });
     expect(planned['wants-outside']).toEqual({
       action: 'fail',
       reason: 'requested address 192.0.2.1 is not in any --loadbalancer-ip-range',
     });
     expect(planned['wants-garbage']).toEqual({ action: 'fail', reason: 'invalid requested address "ten.zero"' });
-    expect(planned.dynamic).toEqual({ action: 'assign', ingress: ['10.0.0.0'], added: ['10.0.0.0'] });
+    expect(planned.dynamic).toEqual({ action: 'assign', ingress: ['10.0.0.0'], added: ['10.0.0.0'], problems: [], repairs: [] });
   });
 
   it('reserves requested addresses ahead of dynamic allocation, and gives a contested one to the older Service', () => {
@@ -114,15 +116,61 @@ describe('planAllocations', () => {
     const older = svc('older', {}, { metadata: { annotations: { [REQUESTED_IPS_ANNOTATION]: '10.0.0.0' } } });
     const younger = svc('younger', { loadBalancerIP: '10.0.0.0' });
     const planned = decisions(planAllocations([younger, dynamic, older], pool, defaults));
-    expect(planned.dynamic).toEqual({ action: 'assign', ingress: ['10.0.0.1'], added: ['10.0.0.1'] });
-    expect(planned.older).toEqual({ action: 'assign', ingress: ['10.0.0.0'], added: ['10.0.0.0'] });
+    expect(planned.dynamic).toEqual({ action: 'assign', ingress: ['10.0.0.1'], added: ['10.0.0.1'], problems: [], repairs: [] });
+    expect(planned.older).toEqual({ action: 'assign', ingress: ['10.0.0.0'], added: ['10.0.0.0'], problems: [], repairs: [] });
     expect(planned.younger).toEqual({ action: 'fail', reason: 'requested address 10.0.0.0 is in use by default/older' });
   });
 
   it('moves a Service to a newly requested address and releases the old one from its status', () => {
     const pool = new AddressPool(['10.0.0.0/28']);
     const moved = svc('moved', { loadBalancerIP: '10.0.0.7' }, { status: { loadBalancer: { ingress: [{ ip: '10.0.0.2' }] } } });
-    expect(planAllocations([moved], pool, defaults)[0]?.decision).toEqual({ action: 'assign', ingress: ['10.0.0.7'], added: ['10.0.0.7'] });
+    expect(planAllocations([moved], pool, defaults)[0]?.decision).toEqual({ action: 'assign', ingress: ['10.0.0.7'], added: ['10.0.0.7'], problems: [], repairs: [] });
+  });
+
+  it('reports, on every sync, what a PreferDualStack Service could not get, without failing for a family with no range', () => {
+    const v4only = new AddressPool(['10.0.0.0/32']);
+    const prefer = svc('prefer', { ipFamilyPolicy: 'PreferDualStack', ipFamilies: ['IPv4', 'IPv6'] });
+    // Second sync: the IPv4 address is in place; no IPv6 range is configured, which PreferDualStack accepts.
+    const served = { ...prefer, status: { loadBalancer: { ingress: [{ ip: '10.0.0.0' }] } } };
+    expect(planAllocations([served], v4only, defaults)[0]?.decision).toEqual({ action: 'keep' });
+    // A configured but exhausted IPv6 pool is a problem that the write does not hide.
+    const dualPool = new AddressPool(['10.0.0.0/31', '2001:db8::/128']);
+    const holder = svc('holder', { ipFamilies: ['IPv6'] }, { status: { loadBalancer: { ingress: [{ ip: '2001:db8::' }] } } });
+    const late = svc('late', { ipFamilyPolicy: 'PreferDualStack', ipFamilies: ['IPv4', 'IPv6'] });
+    expect(decisions(planAllocations([holder, late], dualPool, defaults)).late).toEqual({
+      action: 'assign',
+      ingress: ['10.0.0.0'],
+      added: ['10.0.0.0'],
+      problems: ['the IPv6 pool is exhausted (1 addresses in use)'],
+      repairs: [],
+    });
+  });
+
+  it('refuses requested addresses of a family the Service does not have, or two of one family', () => {
+    const pool = new AddressPool(['10.0.0.0/28', '2001:db8::/120']);
+    const wrongFamily = svc('wrong-family', { ipFamilies: ['IPv4'], loadBalancerIP: '2001:db8::5' });
+    const two = svc('two', {}, { metadata: { annotations: { [REQUESTED_IPS_ANNOTATION]: '10.0.0.1,10.0.0.2' } } });
+    const planned = decisions(planAllocations([wrongFamily, two], pool, defaults));
+    expect(planned['wrong-family']).toEqual({
+      action: 'fail',
+      reason: "requested address 2001:db8::5 is IPv6, but the Service's ipFamilies are IPv4",
+    });
+    expect(planned.two).toEqual({ action: 'fail', reason: 'more than one requested IPv4 address (10.0.0.1, 10.0.0.2)' });
+  });
+
+  it('repairs an address that two Services hold: the older keeps it, the younger gets a new one', () => {
+    const pool = new AddressPool(['10.0.0.0/30']);
+    const older = svc('older', {}, { status: { loadBalancer: { ingress: [{ ip: '10.0.0.1' }] } } });
+    const younger = svc('younger', {}, { status: { loadBalancer: { ingress: [{ ip: '10.0.0.1' }] } } });
+    const planned = decisions(planAllocations([younger, older], pool, defaults));
+    expect(planned.older).toEqual({ action: 'keep' });
+    expect(planned.younger).toEqual({
+      action: 'assign',
+      ingress: ['10.0.0.0'],
+      added: ['10.0.0.0'],
+      problems: [],
+      repairs: ['address 10.0.0.1 is also held by default/older'],
+    });
   });
 
   it('releases our addresses from a Service that is no longer of type LoadBalancer', () => {

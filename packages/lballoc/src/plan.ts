@@ -27,8 +27,12 @@ export const LOADBALANCER_CLASS = 'kube-router';
 export type Decision =
   /** Nothing to do: not ours, or already served. */
   | { action: 'keep' }
-  /** Write this ingress list to the Service's status. */
-  | { action: 'assign'; ingress: string[]; added: string[] }
+  /**
+   * Write this ingress list to the Service's status. `problems` are what could not be served (a PreferDualStack
+   * Service whose second family is exhausted): the write goes ahead and the sync still reports them. `repairs` say
+   * which duplicate addresses were taken away from this Service.
+   */
+  | { action: 'assign'; ingress: string[]; added: string[]; problems: string[]; repairs: string[] }
   /** The Service left type LoadBalancer: drop our addresses from its status so that they return to the pool. */
   | { action: 'release'; ingress: string[]; released: string[] }
   | { action: 'fail'; reason: string };
@@ -94,19 +98,29 @@ export function planAllocations<S extends ServiceLike>(
 function decide(svc: ServiceLike, key: string, pool: AddressPool, holders: Map<string, string>): Decision {
   const families = wantedFamilies(svc);
   const requireDual = svc.spec?.ipFamilyPolicy === 'RequireDualStack';
+  // Only PreferDualStack takes what it can get; every other policy needs each family it asks for.
+  const preferOnly = svc.spec?.ipFamilyPolicy === 'PreferDualStack';
   if (requireDual) {
     const missing = (['IPv4', 'IPv6'] as const).filter((f) => !pool.has(f));
     if (missing.length > 0) return { action: 'fail', reason: `RequireDualStack but no ${missing.join(' or ')} range is configured` };
   }
   const requested = requestedIPs(svc);
-  if (requested.invalid.length > 0) {
-    return { action: 'fail', reason: `invalid requested address ${requested.invalid.map((a) => JSON.stringify(a)).join(', ')}` };
+  const invalid = [...requested.invalid.map((a) => `invalid requested address ${JSON.stringify(a)}`)];
+  for (const family of ['IPv4', 'IPv6'] as const) {
+    const ofFamily = requested.valid.filter((ip) => familyOf(ip) === family);
+    if (ofFamily.length > 1) invalid.push(`more than one requested ${family} address (${ofFamily.join(', ')})`);
+    if (ofFamily.length > 0 && !families.includes(family)) {
+      invalid.push(`requested address ${ofFamily.join(', ')} is ${family}, but the Service's ipFamilies are ${families.join(', ')}`);
+    }
   }
+  if (invalid.length > 0) return { action: 'fail', reason: invalid.join('; ') };
 
   const current = ingressIPs(svc);
   const next = [...current];
   const added: string[] = [];
   const problems: string[] = [];
+  const repairs: string[] = [];
+  const drop = (ip: string) => next.splice(next.indexOf(ip), 1);
   for (const family of families) {
     const want = requested.valid.find((ip) => familyOf(ip) === family);
     const have = current.filter((ip) => familyOf(ip) === family);
@@ -122,15 +136,21 @@ function decide(svc: ServiceLike, key: string, pool: AddressPool, holders: Map<s
         continue;
       }
       // The requested address replaces the family's addresses that we handed out before.
-      for (const old of have.filter((ip) => pool.contains(ip))) next.splice(next.indexOf(old), 1);
+      for (const old of have.filter((ip) => pool.contains(ip))) drop(old);
       holders.set(want, key);
       next.push(want);
       added.push(want);
       continue;
     }
-    if (have.length > 0) continue;
+    // An address of ours that an older Service also holds (a manual edit, a restore) is taken from this one.
+    const contested = have.filter((ip) => pool.contains(ip) && holders.get(canonical(ip) ?? ip) !== key);
+    for (const ip of contested) {
+      drop(ip);
+      repairs.push(`address ${ip} is also held by ${holders.get(canonical(ip) ?? ip)}`);
+    }
+    if (have.length > contested.length) continue;
     if (!pool.has(family)) {
-      problems.push(`no ${family} range is configured`);
+      if (!preferOnly) problems.push(`no ${family} range is configured`);
       continue;
     }
     const address = pool.allocate(family, (candidate) => holders.has(candidate));
@@ -147,10 +167,12 @@ function decide(svc: ServiceLike, key: string, pool: AddressPool, holders: Map<s
   if (problems.length > 0 && (requireDual || served.length === 0)) {
     // Nothing is written: a dual-stack Service never gets half of what it requires.
     for (const ip of added) holders.delete(ip);
-    return { action: 'fail', reason: problems.join('; ') };
+    return { action: 'fail', reason: [...problems, ...repairs].join('; ') };
   }
-  if (added.length === 0) return problems.length > 0 ? { action: 'fail', reason: problems.join('; ') } : { action: 'keep' };
-  return { action: 'assign', ingress: next, added };
+  if (added.length === 0 && repairs.length === 0) {
+    return problems.length > 0 ? { action: 'fail', reason: problems.join('; ') } : { action: 'keep' };
+  }
+  return { action: 'assign', ingress: next, added, problems, repairs };
 }
 
 function release(svc: ServiceLike, pool: AddressPool): Decision {

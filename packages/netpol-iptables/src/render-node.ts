@@ -88,15 +88,14 @@ function renderPodChain(
     `${comment(`rule to log dropped traffic ${who}`)} -j NFLOG --nflog-group ${NFLOG_GROUP} -m limit --limit 10/minute --limit-burst 10`,
     `${comment(`rule to REJECT traffic ${direction === 'ingress' ? 'destined for' : 'from'} ${who}: ${why}`)} -j REJECT`,
   ];
+  const common = `${comment('rule to drop invalid state and accept established traffic for pod')} -j ${COMMON_CHAIN}`;
   const failed = state.failClosed || state.policies.some((id) => failedPolicies.has(id));
   if (failed) {
-    // Nothing passes, not even replies: whatever the broken policy meant to allow is unknown.
-    return drop('a network policy selecting it could not be programmed');
+    // No new connection passes in this direction, whatever the broken policy meant to allow. Replies of connections
+    // the other direction allowed still flow: failing ingress closed must not cut the pod's own egress.
+    return [common, ...drop('a network policy selecting it could not be programmed')];
   }
-  const rules = [
-    `${comment('rule to drop invalid state and accept established traffic for pod')} -j ${COMMON_CHAIN}`,
-    `-j MARK --set-mark 0/${POLICY_MARK.split('/')[1]}`,
-  ];
+  const rules = [common, `-j MARK --set-mark 0/${POLICY_MARK.split('/')[1]}`];
   if (direction === 'ingress') {
     for (const ip of pod.ips[family]) {
       rules.push(

@@ -43,7 +43,7 @@ export const CONFORMANCE_CASES: readonly ConformanceCase[] = [
     },
   },
   {
-    name: 'deny-all egress isolates every pod of its namespace',
+    name: 'deny-all egress isolates every pod of its namespace (IPv4 and IPv6)',
     async run(t) {
       t.policy('x', 'deny-egress', { podSelector: {}, policyTypes: ['Egress'] });
       await t.check(t.reachability().expectAllEgress('x/*', false), bothFamilies);

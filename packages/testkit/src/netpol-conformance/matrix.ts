@@ -22,17 +22,31 @@ export interface MatrixScope {
 
 export type Prober = Pick<Lab, 'probeMany'>;
 
-/** Probes every cell of the table in `scope`, for each family, all at once (about one probe timeout in all). */
-export async function observeReachability(
-  lab: Prober,
-  expected: Reachability,
-  scope: MatrixScope = {},
-  timeoutMs?: number,
-): Promise<Observation[]> {
+/** A cell of the truth table on one address family. */
+export interface FamilyConnection extends Connection {
+  family: IpFamily;
+}
+
+/** The cells of `expected` in `scope`, for each family. */
+export function cellsOf(expected: Reachability, scope: MatrixScope = {}): FamilyConnection[] {
   const families = scope.families ?? [4];
-  const cells = families.flatMap((family) =>
+  return families.flatMap((family) =>
     expected.connections({ ports: scope.ports, protocols: scope.protocols }).map((connection) => ({ ...connection, family })),
   );
+}
+
+/** Probes every cell of the table in `scope`, for each family, all at once (about one probe timeout in all). */
+export function observeReachability(lab: Prober, expected: Reachability, scope: MatrixScope = {}, timeoutMs?: number): Promise<Observation[]> {
+  return observeCells(lab, expected, cellsOf(expected, scope), timeoutMs);
+}
+
+/** Probes the given cells all at once. */
+export async function observeCells(
+  lab: Prober,
+  expected: Reachability,
+  cells: readonly FamilyConnection[],
+  timeoutMs?: number,
+): Promise<Observation[]> {
   const requests: ProbeRequest[] = cells.map(({ from, to, port, protocol, family }) => ({
     from,
     to,
@@ -43,11 +57,12 @@ export async function observeReachability(
   }));
   const results = await lab.probeMany(requests);
   return cells.map((cell, index) => {
+    const { from, to, port, protocol, family } = cell;
     const result = results[index];
     const observed = result !== undefined && result.ok && result.skipped === undefined;
     const why = result?.skipped ?? (result?.ok ? `answered by ${result.reply ?? '?'}` : (result?.error ?? 'no result'));
     const detail = `${result?.target ?? '?'}: ${why} in ${Math.round(result?.ms ?? 0)} ms`;
-    return { ...cell, expected: expected.isAllowed(cell), observed, detail };
+    return { from, to, port, protocol, family, expected: expected.isAllowed(cell), observed, detail };
   });
 }
 

@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CaseContext } from './case-context.js';
+import type { CaseContextOptions } from './case-context.js';
 import { CONFORMANCE_CASES } from './cases.js';
 import type { CaseMode } from './cases.js';
 import type { NetpolEnforcer, StartEnforcer } from './enforcer.js';
@@ -28,6 +29,8 @@ export interface NetpolConformanceOptions {
   probeTimeoutMs?: number;
   /** How many syncs and probes a mismatching matrix gets before the case fails. Default 3. */
   checkAttempts?: number;
+  /** How many times differing cells are probed again, alone, before a re-sync. Default 2. */
+  reprobes?: number;
   /** Only the cases whose name contains one of these (for debugging a backend). */
   only?: readonly string[];
 }
@@ -94,8 +97,9 @@ export function runNetpolConformanceSuite(options: NetpolConformanceOptions): vo
   });
 }
 
-function contextOptions(options: NetpolConformanceOptions): { checkAttempts?: number; probeTimeoutMs?: number } {
+function contextOptions(options: NetpolConformanceOptions): CaseContextOptions {
   return {
+    ...(options.reprobes === undefined ? {} : { reprobes: options.reprobes }),
     ...(options.checkAttempts === undefined ? {} : { checkAttempts: options.checkAttempts }),
     ...(options.probeTimeoutMs === undefined ? {} : { probeTimeoutMs: options.probeTimeoutMs }),
   };

@@ -84,7 +84,8 @@ describe.skipIf(skipReason !== undefined)(`netpol conformance world, without an 
 
   it.skipIf(!hasTool('iptables'))('sees dropped traffic as blocked (needs iptables): a hand-written DROP in the node netns matches a deny-all-ingress expectation', async () => {
     const target = world.podIp('x/a', 4);
-    const rule = ['-d', `${target}/32`, '-j', 'DROP'];
+    // Only new connections, as a policy dataplane does: replies to x/a's own connections must pass.
+    const rule = ['-d', `${target}/32`, '-m', 'conntrack', '--ctstate', 'NEW', '-j', 'DROP'];
     await run('ip', ['netns', 'exec', world.nodeNetns, 'iptables', '-w', '5', '-I', 'FORWARD', ...rule], { timeout: 10_000 });
     try {
       const t = new CaseContext('hand-written drop', world, bareEnforcer(), { checkAttempts: 1 });

@@ -1,0 +1,127 @@
+import { Ipset, Iptables, Mutex, RecordingRunner } from '@kube-router/netfilter';
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { KernelApplier } from './kernel.js';
+import type { DesiredState } from './kernel.js';
+import { TEMP_SET, policyChainName, targetSetName } from './names.js';
+import { renderNode } from './render-node.js';
+import { renderPolicy } from './render-policy.js';
+import { policy, smallCluster } from './testing/fixtures.js';
+
+// A fake runner beside the real tests of the same path (netpol.real.test.ts, restart.real.test.ts): here the point
+// is exactly which chains and sets each sync writes.
+const NODE_OPTIONS = { defaultDeny: false, serviceClusterIpRanges: [], serviceExternalIpRanges: [], nodePortRange: '30000-32767' };
+
+function desiredFor(policies: Parameters<typeof smallCluster>[0]): DesiredState {
+  const model = smallCluster(policies);
+  return {
+    policies: model.policies.map((compiled) => renderPolicy(compiled, ['ipv4'])),
+    renderNode: (family, failed) => renderNode(model, family, NODE_OPTIONS, failed),
+  };
+}
+
+function applier(runner: RecordingRunner): KernelApplier {
+  const lock = new Mutex();
+  return new KernelApplier({
+    families: ['ipv4'],
+    iptables: { ipv4: new Iptables({ runner, family: 'ipv4', lock }) },
+    ipset: new Ipset({ runner, lock: new Mutex() }),
+    logger: pino({ level: 'silent' }),
+  });
+}
+
+const a = policy('web/a', { podSelector: { matchLabels: { app: 'server' } }, ingress: [{ from: [{ podSelector: {} }] }] });
+const b = policy('web/b', { podSelector: { matchLabels: { app: 'client' } }, ingress: [{ from: [{ podSelector: {} }] }] });
+const bOtherPort = policy('web/b', {
+  podSelector: { matchLabels: { app: 'client' } },
+  ingress: [{ from: [{ podSelector: {} }], ports: [{ port: 81 }] }],
+});
+const bOtherPeers = policy('web/b', {
+  podSelector: { matchLabels: { app: 'client' } },
+  ingress: [{ from: [{ podSelector: { matchLabels: { app: 'server' } } }] }],
+});
+
+const restores = (runner: RecordingRunner) => runner.invocations.filter((i) => i.command === 'iptables-restore');
+const ipsetRestores = (runner: RecordingRunner) =>
+  runner.invocations.filter((i) => i.command === 'ipset' && i.args[0] === 'restore');
+
+describe('KernelApplier', () => {
+  it('writes only the chains and sets whose content changed', async () => {
+    const runner = new RecordingRunner();
+    const kernel = applier(runner);
+    await kernel.apply(desiredFor([a, b]));
+    expect(restores(runner).length).toBeGreaterThan(0);
+
+    runner.invocations.length = 0;
+    const unchanged = await kernel.apply(desiredFor([a, b]));
+    expect(unchanged.chainsWritten + unchanged.setsWritten).toBe(0);
+    expect(restores(runner)).toEqual([]);
+    expect(ipsetRestores(runner)).toEqual([]);
+
+    runner.invocations.length = 0;
+    const changed = await kernel.apply(desiredFor([a, bOtherPort]));
+    expect(changed.chainsWritten).toBe(1);
+    expect(changed.setsWritten).toBe(0);
+    const [input] = restores(runner).map((r) => r.input ?? '');
+    expect(input).toContain(`:${policyChainName('web/b', 'ingress', 'ipv4')} `);
+    expect(input).not.toContain(policyChainName('web/a', 'ingress', 'ipv4'));
+    expect(input).not.toContain('KUBE-POD-FW-');
+
+    // Other peers: the same rules over a set with other members. Only that set is rewritten.
+    runner.invocations.length = 0;
+    const peers = await kernel.apply(desiredFor([a, bOtherPeers]));
+    expect(peers.setsWritten).toBe(1);
+    expect(peers.chainsWritten).toBe(1);
+    expect(ipsetRestores(runner)).toHaveLength(1);
+  });
+
+  it('deletes the chains and sets of a removed policy after the jumps to them are gone', async () => {
+    const runner = new RecordingRunner();
+    const kernel = applier(runner);
+    await kernel.apply(desiredFor([a, b]));
+    runner.invocations.length = 0;
+    const result = await kernel.apply(desiredFor([a]));
+    // b's chain, and the client's pod chain: nothing isolates the client any more.
+    expect(result.chainsDeleted).toBe(2);
+    const inputs = restores(runner).map((r) => r.input ?? '');
+    expect(inputs).toHaveLength(1);
+    const lines = inputs[0]!.split('\n');
+    const deleted = policyChainName('web/b', 'ingress', 'ipv4');
+    // The pod chain that jumped to it is rewritten in the same transaction, before the -X.
+    expect(lines.findIndex((line) => line === `-X ${deleted}`)).toBeGreaterThan(
+      lines.findIndex((line) => line.startsWith('-A KUBE-POD-FW-')),
+    );
+    const ipsetCalls = runner.invocations.filter((i) => i.command === 'ipset');
+    expect(ipsetCalls.at(-1)?.input).toMatch(/^destroy KUBE-/m);
+    expect(result.setsDestroyed).toBe(2);
+  });
+
+  it('inserts the jumps from the built-in chains once', async () => {
+    const runner = new RecordingRunner();
+    const kernel = applier(runner);
+    await kernel.apply(desiredFor([a]));
+    const first = restores(runner).map((r) => r.input ?? '').join('\n');
+    for (const builtin of ['INPUT', 'FORWARD', 'OUTPUT']) {
+      expect(first).toContain(`-I ${builtin} 1 -m comment --comment "kube-router netpol" -j KUBE-ROUTER-${builtin}`);
+    }
+    runner.invocations.length = 0;
+    await kernel.apply(desiredFor([a, b]));
+    expect(restores(runner).map((r) => r.input ?? '').join('\n')).not.toContain('-I FORWARD');
+  });
+
+  it('fails only the policy whose sets the kernel refuses, and fails its pods closed', async () => {
+    const runner = new RecordingRunner();
+    const kernel = applier(runner);
+    const bad = policy('web/b', { podSelector: { matchLabels: { app: 'client' } }, ingress: [{}] });
+    runner.on(
+      (spec) => spec.command === 'ipset' && spec.args?.[0] === 'restore',
+      (spec) => (spec.input?.includes(`swap ${TEMP_SET} ${targetSetName('web/b', 'ipv4')}`) ? { exitCode: 1, stderr: 'ipset v7: Error in line 2: refused' } : {}),
+    );
+    const result = await kernel.apply(desiredFor([a, bad]));
+    expect([...result.failedPolicies.keys()]).toEqual(['web/b']);
+    const node = restores(runner).map((r) => r.input ?? '').join('\n');
+    expect(node).not.toContain(`:${policyChainName('web/b', 'ingress', 'ipv4')} `);
+    expect(node).toContain(`:${policyChainName('web/a', 'ingress', 'ipv4')} `);
+    expect(node).toContain('could not be programmed');
+  });
+});
