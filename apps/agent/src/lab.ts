@@ -23,7 +23,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const log = pino({ base: { component: 'lab' } });
 
 const workdir = await mkdtemp(join(tmpdir(), 'kube-router-lab-'));
-let server: ApiServer | undefined;
+let server: ApiServer | undefined = undefined;
 let lab: Lab | undefined;
 const cleanup = async () => {
   await lab?.stop();
@@ -58,7 +58,7 @@ process.off('SIGINT', interruptSetup);
 process.off('SIGTERM', interruptSetup);
 
 const catalog = labCatalog({ netns: lab?.nodeNetns });
-let exitCode = 1;
+let exitCode: number;
 try {
   exitCode = await runCli(
     [
@@ -91,6 +91,11 @@ try {
     },
   );
 } finally {
+  // Ctrl-C reaches every process of the group and wrappers relay it again: a signal arriving now must not kill the
+  // process halfway through removing the lab.
+  const holdOff = () => log.info('still removing the lab');
+  process.on('SIGINT', holdOff);
+  process.on('SIGTERM', holdOff);
   await cleanup();
 }
 process.exit(exitCode);
