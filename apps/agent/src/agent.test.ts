@@ -427,55 +427,44 @@ describe('start order and the wait for caches', () => {
     expect(order).toEqual(['controller started', 'waiting for caches', 'caches synced', 'first sync']);
   });
 
-  it('fails the start when the caches do not sync, stopping what it started', async () => {
-    let stopped = false;
-    let synced = false;
+  /** An agent whose only controller records whether it synced and whether it was stopped. */
+  async function agentWaitingFor(beforeFirstSync: () => Promise<void>) {
+    const seen = { stopped: false, synced: false };
     const agent = await createAgent({
       logger: memoryLogger().logger,
       plugins: [
         {
           plugin: testPlugin({
-            name: 'never-synced',
+            name: 'recorded',
             syncPeriodMs: 60_000,
-            onStop: () => void (stopped = true),
-            sync: async () => void (synced = true),
+            onStop: () => void (seen.stopped = true),
+            sync: async () => void (seen.synced = true),
           }),
         },
       ],
       options: { nodeName: 'n', health: false, metrics: false, collectDefaultMetrics: false },
-      beforeFirstSync: () => Promise.reject(new Error('informer caches did not sync within 1s (--cache-sync-timeout): pods')),
+      beforeFirstSync,
     });
+    return { agent, seen };
+  }
+
+  it('fails the start when the caches do not sync, stopping what it started', async () => {
+    const { agent, seen } = await agentWaitingFor(() =>
+      Promise.reject(new Error('informer caches did not sync within 1s (--cache-sync-timeout): pods')),
+    );
     await expect(agent.start()).rejects.toThrow(/--cache-sync-timeout/);
-    expect(stopped).toBe(true);
-    expect(synced).toBe(false);
+    expect(seen).toEqual({ stopped: true, synced: false });
   });
 
   it('stops at once when told to during the wait for caches, running no sync', async () => {
-    let stopped = false;
-    let synced = false;
-    const agent = await createAgent({
-      logger: memoryLogger().logger,
-      plugins: [
-        {
-          plugin: testPlugin({
-            name: 'interrupted',
-            syncPeriodMs: 60_000,
-            onStop: () => void (stopped = true),
-            sync: async () => void (synced = true),
-          }),
-        },
-      ],
-      options: { nodeName: 'n', health: false, metrics: false, collectDefaultMetrics: false },
-      beforeFirstSync: () => new Promise(() => undefined),
-    });
+    const { agent, seen } = await agentWaitingFor(() => new Promise(() => undefined));
     const starting = agent.start();
     await sleep(50);
     const started = performance.now();
     await agent.stop();
     await starting;
     expect(performance.now() - started).toBeLessThan(1_000);
-    expect(stopped).toBe(true);
     await sleep(50);
-    expect(synced).toBe(false);
+    expect(seen).toEqual({ stopped: true, synced: false });
   });
 });

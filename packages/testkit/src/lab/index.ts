@@ -6,6 +6,7 @@ export { POD_GATEWAY_V4, POD_GATEWAY_V6, POD_INTERFACE } from './lab-node.js';
 export { DEFAULT_PROBE_TIMEOUT_MS } from './probing.js';
 export { LAB_PREFIX } from './names.js';
 export { LabCommandError } from './run-command.js';
+export { hasTool, labSkipReason } from './preconditions.js';
 
 export type { Lab, LabOptions, LabPod } from './lab.js';
 export type { LabPodSpec } from './pod-objects.js';

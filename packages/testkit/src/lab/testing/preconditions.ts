@@ -1,26 +1,6 @@
-import { accessSync, constants } from 'node:fs';
-import { delimiter, join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 
-export function hasTool(name: string): boolean {
-  return (process.env.PATH ?? '').split(delimiter).some((directory) => {
-    try {
-      accessSync(join(directory, name), constants.X_OK);
-      return true;
-    } catch {
-      return false;
-    }
-  });
-}
-
-const isRoot = process.getuid?.() === 0;
-
-/** Why the lab's tests cannot run on this machine, or undefined when they can. */
-export function labSkipReason(...tools: string[]): string | undefined {
-  if (!isRoot) return 'the network-namespace lab needs root';
-  const missing = ['ip', ...tools].filter((tool) => !hasTool(tool));
-  return missing.length > 0 ? `missing tools: ${missing.join(', ')}` : undefined;
-}
+export { hasTool, labSkipReason } from '../preconditions.js';
 
 /** Processes whose command line mentions a text, by pid (the lab puts `krt-<runid>-` in its helpers' command lines). */
 export function processesMentioning(text: string): number[] {
