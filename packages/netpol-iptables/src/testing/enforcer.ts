@@ -115,7 +115,8 @@ export async function startTestEnforcer(env: EnforcerEnv, extra: TestEnforcerOpt
     async stop() {
       if (stopped) return;
       stopped = true;
-      await (runScheduler ? scheduler.stop() : controller.stop());
+      // Whoever started the loop (this function or the caller), stop() ends it and then stops the controller.
+      await scheduler.stop();
       await kube.informers.stop();
       await kube.events.flush();
     },

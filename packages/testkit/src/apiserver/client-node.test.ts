@@ -30,7 +30,7 @@ afterAll(() => server.close());
 describe('@kubernetes/client-node', () => {
   it('creates, reads, lists, patches and deletes through CoreV1Api', async () => {
     const created = await core.createNamespacedPod({ namespace, body: pod('api-1', { app: 'web' }) });
-    expect(created.metadata?.uid).toBeTruthy();
+    expect(created.metadata?.uid).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
     await core.createNamespacedPod({ namespace, body: pod('api-2', { app: 'db' }) });
 
     const listed = await core.listNamespacedPod({ namespace, labelSelector: 'app=web' });
