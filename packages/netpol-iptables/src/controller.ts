@@ -224,4 +224,5 @@ function recordApplyFailures(
     report(id, 'NetworkPolicyNotProgrammed', `the kernel refused the policy's rules, its pods fail closed: ${messageOf(error)}`);
   }
   for (const [family, error] of result.nodeFailures) failures.add(`node/${family}`, error);
+  for (const [set, error] of result.setFailures) failures.add(`ipset/${set}`, error);
 }

@@ -2,7 +2,8 @@ import type { IpFamily } from '@kube-router/netpol';
 import { IpsetScript, renderIptablesRestore } from '@kube-router/netfilter';
 import type { Ipset, Iptables } from '@kube-router/netfilter';
 import type { Logger } from 'pino';
-import { BUILTIN_CHAINS, TEMP_SET, TOP_CHAINS, isOwnChain, isOwnSet } from './names.js';
+import { BUILTIN_CHAINS, TEMP_SET, TOP_CHAINS, isOwnChain, isOwnSet, type BuiltinChain } from './names.js';
+import { renderSharedChains } from './render-node.js';
 import type { PolicyRender } from './render-policy.js';
 import { comment, setDigest } from './rules.js';
 import type { ChainRender, SetRender } from './rules.js';
@@ -19,6 +20,8 @@ export interface ApplyResult {
   readonly failedPolicies: ReadonlyMap<string, unknown>;
   /** Node-wide failures (a family's top-level or pod chains could not be written), by family. */
   readonly nodeFailures: ReadonlyMap<IpFamily, unknown>;
+  /** Stale sets the kernel would not destroy (still referenced by someone), by name; retried next sync. */
+  readonly setFailures: ReadonlyMap<string, unknown>;
   readonly chainsWritten: number;
   readonly setsWritten: number;
   readonly chainsDeleted: number;
@@ -55,7 +58,8 @@ export interface KernelApplierOptions {
 export class KernelApplier {
   readonly #options: KernelApplierOptions;
   readonly #chains = new Map<IpFamily, Map<string, AppliedChain>>();
-  readonly #jumps = new Map<IpFamily, Set<string>>();
+  /** Per family and built-in chain: the jumps to our top-level chain, with their 1-based position and saved spec. */
+  readonly #jumps = new Map<IpFamily, Map<BuiltinChain, { position: number; spec: string }[]>>();
   readonly #sets = new Map<string, string>();
   readonly #setFamilies = new Map<string, IpFamily>();
   #tempSetExists = false;
@@ -65,7 +69,7 @@ export class KernelApplier {
     this.#options = options;
     for (const family of options.families) {
       this.#chains.set(family, new Map());
-      this.#jumps.set(family, new Set());
+      this.#jumps.set(family, new Map());
     }
   }
 
@@ -106,10 +110,13 @@ export class KernelApplier {
         );
       }
       this.#chains.set(family, next);
-      const jumps = new Set<string>();
+      const jumps = new Map<BuiltinChain, { position: number; spec: string }[]>();
       for (const builtin of BUILTIN_CHAINS) {
         const rules = table.chains.find((candidate) => candidate.name === builtin)?.rules ?? [];
-        if (rules.some((rule) => rule.target === TOP_CHAINS[builtin])) jumps.add(builtin);
+        jumps.set(
+          builtin,
+          rules.flatMap((rule, index) => (rule.target === TOP_CHAINS[builtin] ? [{ position: index + 1, spec: rule.spec }] : [])),
+        );
       }
       this.#jumps.set(family, jumps);
     }
@@ -146,7 +153,20 @@ export class KernelApplier {
       progress();
     }
 
-    // 2. Policy chains: nothing jumps to a new policy chain before step 3.
+    // 2. The shared chains first (a rule that allows everything jumps to the default chain), then the policy chains;
+    //    nothing jumps to a new policy chain before step 3.
+    for (const family of families) {
+      const applied = this.#chains.get(family);
+      const shared = renderSharedChains(family).filter((chain) => applied?.get(chain.name)?.digest !== chain.digest);
+      if (shared.length === 0) continue;
+      try {
+        await this.#restoreChains(family, shared);
+        chainsWritten += shared.length;
+      } catch (error) {
+        nodeFailures.set(family, error);
+        this.#fresh = false;
+      }
+    }
     for (const family of families) {
       const changed: { owner: string; chain: ChainRender }[] = [];
       for (const policy of desired.policies) {
@@ -173,9 +193,10 @@ export class KernelApplier {
     }
 
     // 4. Stale sets, once no rule refers to them.
-    const setsDestroyed = nodeFailures.size === 0 ? await this.#destroyStaleSets(desired) : 0;
-    if (failed.size > 0) this.#fresh = false;
-    return { failedPolicies: failed, nodeFailures, chainsWritten, setsWritten, chainsDeleted, setsDestroyed };
+    const setFailures = new Map<string, unknown>();
+    const setsDestroyed = nodeFailures.size === 0 ? await this.#destroyStaleSets(desired, setFailures) : 0;
+    if (failed.size > 0 || setFailures.size > 0) this.#fresh = false;
+    return { failedPolicies: failed, nodeFailures, setFailures, chainsWritten, setsWritten, chainsDeleted, setsDestroyed };
   }
 
   async #writeSets(
@@ -264,14 +285,20 @@ export class KernelApplier {
     for (const policy of desired.policies) for (const chain of policy.families[family]?.chains ?? []) wanted.add(chain.name);
     const changed = nodeChains.filter((chain) => applied.get(chain.name)?.digest !== chain.digest);
     const stale = [...applied.keys()].filter((name) => !wanted.has(name));
-    const jumps = this.#jumps.get(family) as Set<string>;
-    const missingJumps = BUILTIN_CHAINS.filter((builtin) => !jumps.has(builtin));
-    const lines = missingJumps.map(
-      (builtin) => `-I ${builtin} 1 ${comment('kube-router netpol')} -j ${TOP_CHAINS[builtin]}`,
-    );
+    const jumps = this.#jumps.get(family) as Map<BuiltinChain, { position: number; spec: string }[]>;
+    const jumpSpec = (builtin: BuiltinChain) => `${comment('kube-router netpol')} -j ${TOP_CHAINS[builtin]}`;
+    // Our jump must be rule 1 of each built-in chain: a tool that inserts an ACCEPT ahead of it (kube-proxy's
+    // KUBE-FORWARD, Docker's chains) would let traffic past every policy. Misplaced or repeated jumps are replaced,
+    // deleted by their saved spec rather than by number, so that a rule another tool added since cannot be hit.
+    const misplaced = BUILTIN_CHAINS.filter((builtin) => (jumps.get(builtin) ?? []).map((j) => j.position).join() !== '1');
+    const lines = misplaced.flatMap((builtin) => [
+      ...(jumps.get(builtin) ?? []).map((jump) => `-D ${builtin} ${jump.spec}`),
+      `-I ${builtin} 1 ${jumpSpec(builtin)}`,
+    ]);
     if (changed.length === 0 && stale.length === 0 && lines.length === 0) return 0;
     await this.#restoreChains(family, changed, lines, stale);
-    for (const builtin of missingJumps) jumps.add(builtin);
+    // The rule now at position 1 is ours; its saved spec is read again at the next refresh.
+    for (const builtin of misplaced) jumps.set(builtin, [{ position: 1, spec: jumpSpec(builtin) }]);
     for (const name of stale) applied.delete(name);
     countWritten(changed.length);
     return stale.length;
@@ -291,7 +318,7 @@ export class KernelApplier {
     for (const chain of chains) applied.set(chain.name, { digest: chain.digest, ruleCount: chain.rules.length });
   }
 
-  async #destroyStaleSets(desired: DesiredState): Promise<number> {
+  async #destroyStaleSets(desired: DesiredState, failures: Map<string, unknown>): Promise<number> {
     const wanted = new Set<string>();
     for (const policy of desired.policies) {
       for (const family of this.#options.families) {
@@ -317,7 +344,7 @@ export class KernelApplier {
           this.#sets.delete(name);
           destroyed++;
         } catch (single) {
-          this.#options.logger.warn({ err: single, set: name }, 'stale ipset not destroyed');
+          failures.set(name, single);
         }
       }
     }

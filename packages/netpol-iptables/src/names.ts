@@ -18,9 +18,6 @@ export const POD_CHAIN_PREFIX = 'KUBE-POD-FW-';
 export const POLICY_CHAIN_PREFIX = 'KUBE-NWPLCY-';
 export const SOURCE_SET_PREFIX = 'KUBE-SRC-';
 export const DESTINATION_SET_PREFIX = 'KUBE-DST-';
-/** Every chain we own starts with one of these; nothing else in the table is ever declared by us. */
-export const OWN_CHAIN_PREFIXES = ['KUBE-ROUTER-', POD_CHAIN_PREFIX, POLICY_CHAIN_PREFIX] as const;
-export const OWN_SET_PREFIXES = [SOURCE_SET_PREFIX, DESTINATION_SET_PREFIX] as const;
 /** Filled and swapped in for each set replacement, destroyed right after. */
 export const TEMP_SET = 'KUBE-TMP-NETPOL';
 
@@ -80,10 +77,20 @@ export function namedPortSetName(
   return `${DESTINATION_SET_PREFIX}${stableHash('named-port', policyId, direction, rule, entry, family)}`;
 }
 
+const HASHED = '[0-9A-F]{16}';
+const OWN_CHAIN = new RegExp(
+  `^(?:${[...Object.values(TOP_CHAINS), COMMON_CHAIN, DEFAULT_CHAIN].join('|')}|${POD_CHAIN_PREFIX}${HASHED}|${POLICY_CHAIN_PREFIX}${HASHED})$`,
+);
+const OWN_SET = new RegExp(`^(?:${SOURCE_SET_PREFIX}|${DESTINATION_SET_PREFIX})${HASHED}$`);
+
+/**
+ * Only names this plugin makes: its exact fixed chains and prefix + hash. A prefix alone would claim other
+ * controllers' chains (kube-router's proxy keeps KUBE-ROUTER-SERVICES in the filter table) and delete them as stale.
+ */
 export function isOwnChain(name: string): boolean {
-  return OWN_CHAIN_PREFIXES.some((prefix) => name.startsWith(prefix));
+  return OWN_CHAIN.test(name);
 }
 
 export function isOwnSet(name: string): boolean {
-  return OWN_SET_PREFIXES.some((prefix) => name.startsWith(prefix)) || name === TEMP_SET;
+  return OWN_SET.test(name) || name === TEMP_SET;
 }

@@ -67,9 +67,19 @@ export function renderNode(
     chain(TOP_CHAINS.INPUT, [...input, accept]),
     chain(TOP_CHAINS.FORWARD, [...forwardEgress, ...forwardIngress, accept]),
     chain(TOP_CHAINS.OUTPUT, [...output, accept]),
+    ...renderSharedChains(family),
+    ...podChains,
+  ];
+}
+
+/**
+ * The chains that policy chains jump to (the default mark) and pod chains share (the stateful rules). They refer to
+ * no other chain, so they can be written before everything else.
+ */
+export function renderSharedChains(family: IpFamily): ChainRender[] {
+  return [
     chain(COMMON_CHAIN, commonRules(family)),
     chain(DEFAULT_CHAIN, [`${comment('rule to mark traffic matching a network policy')} -j MARK --set-xmark ${POLICY_MARK}`]),
-    ...podChains,
   ];
 }
 
