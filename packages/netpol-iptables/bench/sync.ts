@@ -16,7 +16,7 @@ import { promisify } from 'node:util';
 import { addNetns, deleteNetns, ExecRunner } from '@kube-router/netfilter';
 import { startApiServer } from '@kube-router/testkit';
 import type { ApiServer } from '@kube-router/testkit';
-import { peerPodSetName } from '../src/names.js';
+import { peerPodSetName, ruleSetKey } from '../src/names.js';
 import { startTestEnforcer } from '../src/testing/enforcer.js';
 import type { TestEnforcer } from '../src/testing/enforcer.js';
 
@@ -75,6 +75,11 @@ function policyObject(k: number): Record<string, unknown> {
   return { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { namespace, name: `policy-${k}` }, spec };
 }
 
+/** The set key of policy k's first ingress rule as policyObject writes it (every pod names port 8080 `http`). */
+function firstRuleKey(k: number): string {
+  return ruleSetKey({ index: 0, allPorts: false, ports: [{ protocol: 'TCP', port: 80 + (k % 7) }], namedPorts: [{ name: 'http', protocol: 'TCP' }] });
+}
+
 async function metricSum(enforcer: TestEnforcer, name: string): Promise<number> {
   const metric = enforcer.metrics.registry.getSingleMetric(name);
   const values = (await metric?.get())?.values ?? [];
@@ -115,7 +120,7 @@ async function labelChangeToEnforced(api: ApiServer, netns: string, policyCount:
     // A remote pod of that namespace that the policy's first peer does not select yet.
     const p = 10 + round * 2 + ((k % APPS) === (10 + round * 2) % APPS ? 1 : 0);
     const ip = podIp(1 + (k % NAMESPACES) * PODS_PER_NAMESPACE + p).v4;
-    const set = peerPodSetName(`${namespace}/policy-${k}`, 'ingress', 0, 'ipv4');
+    const set = peerPodSetName(`${namespace}/policy-${k}`, 'ingress', firstRuleKey(k), 'ipv4');
     if (await inSet(netns, set, ip)) throw new Error(`bench setup: ${ip} already in ${set}`);
     const started = performance.now();
     api.patch('v1', 'Pod', namespace, `pod-${p}`, { metadata: { labels: { app: `app-${k % APPS}` } } }, 'merge');

@@ -22,6 +22,7 @@ export {
   ipBlockSetName,
   namedPortSetName,
   peerPodSetName,
+  ruleSetKey,
   podChainName,
   policyChainName,
   targetSetName,

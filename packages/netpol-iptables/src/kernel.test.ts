@@ -38,7 +38,7 @@ const bOtherPort = policy('web/b', {
 });
 const bOtherPeers = policy('web/b', {
   podSelector: { matchLabels: { app: 'client' } },
-  ingress: [{ from: [{ podSelector: { matchLabels: { app: 'server' } } }] }],
+  ingress: [{ from: [{ podSelector: { matchLabels: { app: 'server' } } }], ports: [{ port: 81 }] }],
 });
 
 const restores = (runner: RecordingRunner) => runner.invocations.filter((i) => i.command === 'iptables-restore');
@@ -61,18 +61,23 @@ describe('KernelApplier', () => {
     runner.invocations.length = 0;
     const changed = await kernel.apply(desiredFor([a, bOtherPort]));
     expect(changed.chainsWritten).toBe(1);
-    expect(changed.setsWritten).toBe(0);
+    // Another port is another rule: its peers get a set of their own (named by what the rule matches), and the old
+    // set goes once the rewritten chain no longer refers to it; no moment pairs the old port with a changed set.
+    expect(changed.setsWritten).toBe(1);
+    expect(changed.setsDestroyed).toBe(1);
     const [input] = restores(runner).map((r) => r.input ?? '');
     expect(input).toContain(`:${policyChainName('web/b', 'ingress', 'ipv4')} `);
     expect(input).not.toContain(policyChainName('web/a', 'ingress', 'ipv4'));
     expect(input).not.toContain('KUBE-POD-FW-');
 
-    // Other peers: the same rules over a set with other members. Only that set is rewritten.
+    // Other peers: the same rule over a set with other members. Only that set is rewritten, under the same name.
     runner.invocations.length = 0;
     const peers = await kernel.apply(desiredFor([a, bOtherPeers]));
     expect(peers.setsWritten).toBe(1);
-    expect(peers.chainsWritten).toBe(1);
+    expect(peers.chainsWritten).toBe(0);
+    expect(peers.setsDestroyed).toBe(0);
     expect(ipsetRestores(runner)).toHaveLength(1);
+    expect(restores(runner)).toEqual([]);
   });
 
   it('deletes the chains and sets of a removed policy after the jumps to them are gone', async () => {

@@ -48,22 +48,41 @@ export function targetSetName(policyId: string, family: IpFamily): string {
   return `${DESTINATION_SET_PREFIX}${stableHash('targets', policyId, family)}`;
 }
 
-/** Peer pods of one rule: sources for ingress, destinations for egress. */
-export function peerPodSetName(policyId: string, direction: Direction, rule: number, family: IpFamily): string {
-  const prefix = direction === 'ingress' ? SOURCE_SET_PREFIX : DESTINATION_SET_PREFIX;
-  return `${prefix}${stableHash('peer-pods', policyId, direction, rule, family)}`;
+/**
+ * What a rule matches besides its peers (its ports), with its position: the key of the rule's peer and ipBlock sets.
+ * Two rules that differ in what they match never share a set name, so when rules are removed or reordered a set
+ * never takes on another rule's peers while the old chain still pairs it with the old ports.
+ */
+export function ruleSetKey(rule: {
+  index: number;
+  allPorts: boolean;
+  ports: readonly { protocol: string; port?: number; endPort?: number }[];
+  namedPorts: readonly { name: string; protocol: string }[];
+}): string {
+  const ports = rule.ports.map((p) => `${p.protocol}:${p.port ?? ''}-${p.endPort ?? ''}`);
+  const named = rule.namedPorts.map((p) => `${p.protocol}:${p.name}`);
+  return `${rule.index}|${rule.allPorts ? 'all' : [...ports, ...named].sort().join(',')}`;
 }
 
-/** One ipBlock of one rule (a set each, so that one block's excepts cannot shadow another block). */
+/** Peer pods of one rule (see ruleSetKey): sources for ingress, destinations for egress. */
+export function peerPodSetName(policyId: string, direction: Direction, ruleKey: string, family: IpFamily): string {
+  const prefix = direction === 'ingress' ? SOURCE_SET_PREFIX : DESTINATION_SET_PREFIX;
+  return `${prefix}${stableHash('peer-pods', policyId, direction, ruleKey, family)}`;
+}
+
+/**
+ * One ipBlock of one rule (a set each, so that one block's excepts cannot shadow another block), named by its CIDR
+ * too: a block whose CIDR changes gets a new set rather than new members under an old rule.
+ */
 export function ipBlockSetName(
   policyId: string,
   direction: Direction,
-  rule: number,
-  block: number,
+  ruleKey: string,
+  cidr: string,
   family: IpFamily,
 ): string {
   const prefix = direction === 'ingress' ? SOURCE_SET_PREFIX : DESTINATION_SET_PREFIX;
-  return `${prefix}${stableHash('ipblock', policyId, direction, rule, block, family)}`;
+  return `${prefix}${stableHash('ipblock', policyId, direction, ruleKey, cidr, family)}`;
 }
 
 /** The destinations of one named-port entry of one rule. */

@@ -7,6 +7,7 @@ import {
   ipBlockSetName,
   namedPortSetName,
   peerPodSetName,
+  ruleSetKey,
   policyChainName,
   targetSetName,
 } from './names.js';
@@ -71,12 +72,12 @@ function renderRule(
   } else {
     const pods = rule.peers.pods[family];
     if (pods.length > 0) {
-      const name = peerPodSetName(policy.id, direction, rule.index, family);
+      const name = peerPodSetName(policy.id, direction, ruleSetKey(rule), family);
       sets.push(ipset({ name, type: 'hash:ip', family, ...sizeFor(pods.length) }, pods));
       peerMatches.push(`-m set --match-set ${name} ${remote}`);
     }
-    rule.peers.ipBlocks[family].forEach((block, blockIndex) => {
-      const name = ipBlockSetName(policy.id, direction, rule.index, blockIndex, family);
+    rule.peers.ipBlocks[family].forEach((block) => {
+      const name = ipBlockSetName(policy.id, direction, ruleSetKey(rule), block.cidr, family);
       const members: IpsetMember[] = [
         ...ipsetNetElements(block.cidr),
         ...block.except.flatMap((cidr) => ipsetNetElements(cidr).map((element) => ({ element, nomatch: true }))),

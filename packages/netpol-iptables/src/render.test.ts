@@ -5,6 +5,7 @@ import {
   ipBlockSetName,
   namedPortSetName,
   peerPodSetName,
+  ruleSetKey,
   podChainName,
   policyChainName,
   targetSetName,
@@ -46,7 +47,7 @@ describe('names', () => {
     expect(names.size).toBe(5);
     for (const name of names) expect(name.length).toBeLessThanOrEqual(28);
     expect(targetSetName('web/a', 'ipv6').length).toBeLessThanOrEqual(31);
-    expect(ipBlockSetName('web/a', 'egress', 3, 2, 'ipv4').length).toBeLessThanOrEqual(31);
+    expect(ipBlockSetName('web/a', 'egress', '3|TCP:80-', '2001:db8::/32', 'ipv4').length).toBeLessThanOrEqual(31);
   });
 
   it('stay the same when the policy content changes', () => {
@@ -75,8 +76,9 @@ describe('renderPolicy', () => {
     expect(v4.chains).toHaveLength(1);
     const chain = v4.chains[0]!;
     expect(chain.name).toBe(policyChainName('web/server-from-clients', 'ingress', 'ipv4'));
-    const peers = peerPodSetName(compiled.id, 'ingress', 0, 'ipv4');
-    const block = ipBlockSetName(compiled.id, 'ingress', 0, 0, 'ipv4');
+    const rule = compiled.ingress.rules[0]!;
+    const peers = peerPodSetName(compiled.id, 'ingress', ruleSetKey(rule), 'ipv4');
+    const block = ipBlockSetName(compiled.id, 'ingress', ruleSetKey(rule), '192.168.0.0/16', 'ipv4');
     const named = namedPortSetName(compiled.id, 'ingress', 0, 'http/TCP/8080', 'ipv4');
     const target = targetSetName(compiled.id, 'ipv4');
     const sets = new Map(v4.sets.map((set) => [set.spec.name, set]));
