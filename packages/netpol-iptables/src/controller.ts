@@ -225,4 +225,5 @@ function recordApplyFailures(
   }
   for (const [family, error] of result.nodeFailures) failures.add(`node/${family}`, error);
   for (const [set, error] of result.setFailures) failures.add(`ipset/${set}`, error);
+  for (const [chains, error] of result.chainFailures) failures.add(`stale-chains/${chains}`, error);
 }

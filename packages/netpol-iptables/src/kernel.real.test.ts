@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { policyChainName } from './names.js';
 import { mismatches } from './testing/probes.js';
 import { missingForRealTests, startWorld, type World } from './testing/world.js';
 
@@ -68,5 +69,27 @@ describe.skipIf(missing !== undefined)('kernel state owned by netpol-iptables', 
     expect(forward.filter((line) => line.endsWith('-j KUBE-ROUTER-FORWARD'))).toHaveLength(1);
     expect(forward).toContain('-A FORWARD -m comment --comment "another tool" -j ACCEPT');
     expect(await mismatches(world.lab, blocked)).toEqual([]);
+  }, 90_000);
+
+  it('still programs new policies when a stale chain cannot be deleted, and reports that chain', async () => {
+    world = await startWorld();
+    world.labelNamespace('web', {});
+    await world.lab.addPod({ namespace: 'web', name: 'server', labels: { app: 'server' }, ports: [{ port: 80 }] });
+    await world.lab.addPod({ namespace: 'web', name: 'client', labels: { app: 'client' }, ports: [{ port: 80 }] });
+    world.policy('web', 'old', { podSelector: { matchLabels: { app: 'server' } }, ingress: [{}] });
+    const enforcer = await world.start({ scheduler: false });
+    expect((await enforcer.syncNow()).ok).toBe(true);
+    // Another tool jumps to our policy chain: the kernel will refuse to delete it once the policy is gone.
+    const oldChain = policyChainName('web/old', 'ingress', 'ipv4');
+    await world.inNode('iptables', ['-N', 'OTHER-TOOL']);
+    await world.inNode('iptables', ['-A', 'OTHER-TOOL', '-j', oldChain]);
+
+    world.deletePolicy('web', 'old');
+    world.policy('web', 'deny-server', { podSelector: { matchLabels: { app: 'server' } }, policyTypes: ['Ingress'] });
+    const outcome = await enforcer.syncNow();
+    expect(outcome.ok).toBe(false);
+    expect(String(outcome.error)).toContain(`stale-chains/ipv4/${oldChain}`);
+    expect(await mismatches(world.lab, [{ from: 'web/client', to: 'web/server', port: 80, open: false }])).toEqual([]);
+    expect(await world.inNode('iptables-save', ['-t', 'filter'])).toContain(`-A OTHER-TOOL -j ${oldChain}`);
   }, 90_000);
 });

@@ -22,6 +22,8 @@ export interface ApplyResult {
   readonly nodeFailures: ReadonlyMap<IpFamily, unknown>;
   /** Stale sets the kernel would not destroy (still referenced by someone), by name; retried next sync. */
   readonly setFailures: ReadonlyMap<string, unknown>;
+  /** Stale chains the kernel would not delete, by `<family>/<names>`; retried next sync. */
+  readonly chainFailures: ReadonlyMap<string, unknown>;
   readonly chainsWritten: number;
   readonly setsWritten: number;
   readonly chainsDeleted: number;
@@ -180,11 +182,18 @@ export class KernelApplier {
       progress();
     }
 
-    // 3. Node chains, jumps from the built-in chains and deletion of stale chains, in one transaction per family.
+    // 3. Node chains and the jumps from the built-in chains in one transaction per family, then stale chains.
     const failedIds = new Set(failed.keys());
+    const chainFailures = new Map<string, unknown>();
     for (const family of families) {
       try {
-        chainsDeleted += await this.#writeNodeChains(family, desired, failedIds, (written) => (chainsWritten += written));
+        chainsDeleted += await this.#writeNodeChains(
+          family,
+          desired,
+          failedIds,
+          (written) => (chainsWritten += written),
+          chainFailures,
+        );
       } catch (error) {
         nodeFailures.set(family, error);
         this.#fresh = false;
@@ -195,8 +204,17 @@ export class KernelApplier {
     // 4. Stale sets, once no rule refers to them.
     const setFailures = new Map<string, unknown>();
     const setsDestroyed = nodeFailures.size === 0 ? await this.#destroyStaleSets(desired, setFailures) : 0;
-    if (failed.size > 0 || setFailures.size > 0) this.#fresh = false;
-    return { failedPolicies: failed, nodeFailures, setFailures, chainsWritten, setsWritten, chainsDeleted, setsDestroyed };
+    if (failed.size > 0 || setFailures.size > 0 || chainFailures.size > 0) this.#fresh = false;
+    return {
+      failedPolicies: failed,
+      nodeFailures,
+      setFailures,
+      chainFailures,
+      chainsWritten,
+      setsWritten,
+      chainsDeleted,
+      setsDestroyed,
+    };
   }
 
   async #writeSets(
@@ -278,6 +296,7 @@ export class KernelApplier {
     desired: DesiredState,
     failedPolicies: ReadonlySet<string>,
     countWritten: (written: number) => void,
+    staleFailures: Map<string, unknown>,
   ): Promise<number> {
     const applied = this.#chains.get(family) as Map<string, AppliedChain>;
     const nodeChains = desired.renderNode(family, failedPolicies);
@@ -295,12 +314,22 @@ export class KernelApplier {
       ...(jumps.get(builtin) ?? []).map((jump) => `-D ${builtin} ${jump.spec}`),
       `-I ${builtin} 1 ${jumpSpec(builtin)}`,
     ]);
-    if (changed.length === 0 && stale.length === 0 && lines.length === 0) return 0;
-    await this.#restoreChains(family, changed, lines, stale);
-    // The rule now at position 1 is ours; its saved spec is read again at the next refresh.
-    for (const builtin of misplaced) jumps.set(builtin, [{ position: 1, spec: jumpSpec(builtin) }]);
+    if (changed.length > 0 || lines.length > 0) {
+      await this.#restoreChains(family, changed, lines);
+      // The rule now at position 1 is ours; its saved spec is read again at the next refresh.
+      for (const builtin of misplaced) jumps.set(builtin, [{ position: 1, spec: jumpSpec(builtin) }]);
+      countWritten(changed.length);
+    }
+    if (stale.length === 0) return 0;
+    // Deleted in a transaction of their own, once nothing of ours jumps to them: a chain the kernel will not delete
+    // (someone else jumps to it) must not keep new pods from getting their chains above.
+    try {
+      await this.#restoreChains(family, [], [], stale);
+    } catch (error) {
+      staleFailures.set(`${family}/${stale.join(',')}`, error);
+      return 0;
+    }
     for (const name of stale) applied.delete(name);
-    countWritten(changed.length);
     return stale.length;
   }
 
