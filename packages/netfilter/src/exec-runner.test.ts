@@ -4,8 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CommandError } from './command.js';
 import { ExecRunner } from './exec-runner.js';
-import { createTestNetns, missingForRealTests } from './testing/netns.js';
-import type { TestNetns } from './testing/netns.js';
+import { missingForRealTests, useTestNetns } from './testing/netns.js';
 
 const runner = new ExecRunner({ defaultTimeoutMs: 5_000 });
 
@@ -114,13 +113,7 @@ const missing = missingForRealTests();
 describe.skipIf(missing !== undefined)(
   `ExecRunner in a network namespace ${missing ? `(skipped: ${missing})` : ''}`,
   () => {
-    let netns: TestNetns;
-    beforeAll(async () => {
-      netns = await createTestNetns();
-    });
-    afterAll(async () => {
-      await netns?.remove();
-    });
+    const netns = useTestNetns();
 
     it('runs the command inside the namespace', async () => {
       const inside = await runner.run({ command: 'ip', args: ['-j', 'link', 'show'], netns: netns.name });

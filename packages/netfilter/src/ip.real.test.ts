@@ -1,21 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { CommandError } from './command.js';
 import { IpRoute2 } from './ip.js';
 import { listNetns } from './netns.js';
-import { createTestNetns, missingForRealTests } from './testing/netns.js';
-import type { TestNetns } from './testing/netns.js';
+import { missingForRealTests, useTestNetns } from './testing/netns.js';
 
 const missing = missingForRealTests();
 
 describe.skipIf(missing !== undefined)(`ip in a network namespace ${missing ? `(skipped: ${missing})` : ''}`, () => {
-  let netns: TestNetns;
+  const netns = useTestNetns();
   let ip: IpRoute2;
-  beforeAll(async () => {
-    netns = await createTestNetns();
+  beforeAll(() => {
     ip = new IpRoute2({ runner: netns.runner, netns: netns.name });
-  });
-  afterAll(async () => {
-    await netns?.remove();
   });
 
   it('lists the namespace', async () => {

@@ -1,22 +1,17 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { CommandError } from './command.js';
 import { ExecRunner } from './exec-runner.js';
 import { Ipset } from './ipset.js';
 import { IpsetScript } from './ipset-script.js';
-import { createTestNetns, missingForRealTests } from './testing/netns.js';
-import type { TestNetns } from './testing/netns.js';
+import { missingForRealTests, useTestNetns } from './testing/netns.js';
 
 const missing = missingForRealTests('ipset');
 
 describe.skipIf(missing !== undefined)(`ipset in a network namespace ${missing ? `(skipped: ${missing})` : ''}`, () => {
-  let netns: TestNetns;
+  const netns = useTestNetns();
   let ipset: Ipset;
-  beforeAll(async () => {
-    netns = await createTestNetns();
+  beforeAll(() => {
     ipset = new Ipset({ runner: netns.runner, netns: netns.name });
-  });
-  afterAll(async () => {
-    await netns?.remove();
   });
 
   it('creates sets of both families and lists them', async () => {

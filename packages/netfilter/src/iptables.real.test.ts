@@ -1,12 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { CommandError } from './command.js';
 import type { IpFamily } from './family.js';
 import { Iptables } from './iptables.js';
 import type { IptablesBackend } from './iptables.js';
 import { renderIptablesRestore } from './iptables-restore.js';
 import type { SavedTable } from './iptables-save.js';
-import { createTestNetns, missingForRealTests } from './testing/netns.js';
-import type { TestNetns } from './testing/netns.js';
+import { missingForRealTests, useTestNetns } from './testing/netns.js';
 
 const missing = missingForRealTests('iptables-restore', 'ip6tables-restore', 'iptables-legacy-restore');
 
@@ -24,13 +23,7 @@ function rulesOf(table: SavedTable, chain: string): string[] | undefined {
 describe.skipIf(missing !== undefined)(
   `iptables restores in a network namespace ${missing ? `(skipped: ${missing})` : ''}`,
   () => {
-    let netns: TestNetns;
-    beforeAll(async () => {
-      netns = await createTestNetns();
-    });
-    afterAll(async () => {
-      await netns?.remove();
-    });
+    const netns = useTestNetns();
 
     it('runs the nf_tables backend as plain iptables, with legacy also present', async () => {
       const iptables = new Iptables({ runner: netns.runner, netns: netns.name });

@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { CommandError } from './command.js';
 import { Nft } from './nft.js';
-import { createTestNetns, missingForRealTests } from './testing/netns.js';
-import type { TestNetns } from './testing/netns.js';
+import { missingForRealTests, useTestNetns } from './testing/netns.js';
 
 const missing = missingForRealTests('nft');
 
@@ -24,14 +23,10 @@ const table = `table inet krt-test {
 `;
 
 describe.skipIf(missing !== undefined)(`nft in a network namespace ${missing ? `(skipped: ${missing})` : ''}`, () => {
-  let netns: TestNetns;
+  const netns = useTestNetns();
   let nft: Nft;
-  beforeAll(async () => {
-    netns = await createTestNetns();
+  beforeAll(() => {
     nft = new Nft({ runner: netns.runner, netns: netns.name });
-  });
-  afterAll(async () => {
-    await netns?.remove();
   });
 
   it('applies a script and lists it back as JSON', async () => {

@@ -1,3 +1,4 @@
+import { afterAll, beforeAll } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { ExecRunner } from '../exec-runner.js';
 import { hasTool } from '../executables.js';
@@ -24,4 +25,31 @@ export async function createTestNetns(): Promise<TestNetns> {
   const name = `krt-${randomBytes(4).toString('hex')}`;
   await addNetns(runner, name);
   return { name, runner, remove: () => deleteNetns(runner, name) };
+}
+
+/**
+ * One namespace for the enclosing describe: created before its tests, removed after them, also when they fail. Call
+ * it before the describe's own beforeAll hooks, which may then use it.
+ */
+export function useTestNetns(): TestNetns {
+  let netns: TestNetns | undefined;
+  beforeAll(async () => {
+    netns = await createTestNetns();
+  });
+  afterAll(async () => {
+    await netns?.remove();
+  });
+  const current = (): TestNetns => {
+    if (!netns) throw new Error('the test namespace is used before its beforeAll hook ran');
+    return netns;
+  };
+  return {
+    get name() {
+      return current().name;
+    },
+    get runner() {
+      return current().runner;
+    },
+    remove: () => current().remove(),
+  };
 }
