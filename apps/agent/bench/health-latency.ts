@@ -4,54 +4,21 @@
  *
  *   npm run bench -w @kube-router/agent
  */
-import type { SyncContext } from '@kube-router/controller';
-import { createAgent } from '../src/agent.js';
 import { renderBlocking, renderInWorker, renderYielding } from '../src/testing/cpu-render.js';
-import { percentile, pollHealth } from '../src/testing/health-poller.js';
-import { memoryLogger, sleep } from '../src/testing/support.js';
-import { testPlugin } from '../src/testing/test-plugins.js';
+import { percentile } from '../src/testing/health-poller.js';
+import { probeHealthDuringRender, type Render } from '../src/testing/render-probe.js';
 
 const RENDER_MS = 3_000;
 const INTERVAL_MS = 50;
 
-type Render = ((ctx: SyncContext) => Promise<unknown>) | undefined;
-
-async function measure(render: Render): Promise<number[]> {
-  let go!: () => void;
-  const probing = new Promise<void>((resolve) => (go = resolve));
-  const agent = await createAgent({
-    plugins: [
-      {
-        plugin: testPlugin({
-          name: 'renderer',
-          syncPeriodMs: 600_000,
-          syncTimeoutMs: 0,
-          sync: async (ctx) => {
-            await probing;
-            await render?.(ctx);
-          },
-        }),
-      },
-    ],
-    options: { nodeName: 'bench', health: { addr: '127.0.0.1', port: 0 }, metrics: false, collectDefaultMetrics: false },
-    logger: memoryLogger('warn').logger,
-  });
-  await agent.start();
-  try {
-    const poll = pollHealth(`${agent.healthUrl}/healthz`, { intervalMs: INTERVAL_MS, durationMs: RENDER_MS });
-    await poll.ready;
-    await sleep(100);
-    go();
-    const answers = await poll.results;
-    const failed = answers.filter((a) => a.status !== 200).length;
-    if (failed > 0) console.warn(`  ${failed} of ${answers.length} probes did not answer 200`);
-    return answers.map((a) => a.latencyMs);
-  } finally {
-    await agent.stop();
-  }
+async function measure(render: Render | undefined): Promise<number[]> {
+  const { answers } = await probeHealthDuringRender(render, { durationMs: RENDER_MS, intervalMs: INTERVAL_MS });
+  const failed = answers.filter((a) => a.status !== 200).length;
+  if (failed > 0) console.warn(`  ${failed} of ${answers.length} probes did not answer 200`);
+  return answers.map((a) => a.latencyMs);
 }
 
-const scenarios: Array<[string, Render]> = [
+const scenarios: Array<[string, Render | undefined]> = [
   ['idle', undefined],
   ['render in a worker thread', ({ progress, signal }) => renderInWorker(RENDER_MS, { onProgress: progress, signal })],
   ['render on the loop, yielding every 2 ms', ({ progress }) => renderYielding(RENDER_MS, 2, progress)],

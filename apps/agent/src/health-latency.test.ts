@@ -1,64 +1,13 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { createAgent, type Agent } from './agent.js';
-import type { SyncContext } from '@kube-router/controller';
+import { describe, expect, it } from 'vitest';
 import { renderBlocking, renderInWorker, renderYielding } from './testing/cpu-render.js';
-import { pollHealth, percentile, type ProbeResult } from './testing/health-poller.js';
-import { testPlugin } from './testing/test-plugins.js';
-import { memoryLogger, sleep, waitFor } from './testing/support.js';
+import { percentile, type ProbeResult } from './testing/health-poller.js';
+import { probeHealthDuringRender, type Render } from './testing/render-probe.js';
 
 // The kubelet's probe timeout is 1 s by default; the agent's own budget is a tenth of that.
 const BUDGET_MS = 100;
 const RENDER_MS = 2_500;
 
-const running: Agent[] = [];
-afterEach(async () => {
-  await Promise.all(running.splice(0).map((agent) => agent.stop()));
-});
-
-/** Starts an agent whose only controller renders for RENDER_MS in its first sync, and probes /healthz meanwhile. */
-async function probeDuringRender(render: (ctx: SyncContext) => Promise<unknown>): Promise<{
-  answers: ProbeResult[];
-  renderMs: number;
-}> {
-  let renderStarted = 0;
-  let renderMs = 0;
-  let go!: () => void;
-  const probing = new Promise<void>((resolve) => (go = resolve));
-  const agent = await createAgent({
-    plugins: [
-      {
-        plugin: testPlugin({
-          name: 'renderer',
-          syncPeriodMs: 60_000,
-          syncTimeoutMs: 0,
-          sync: async (ctx) => {
-            // Wait for the poller, so that even a render that blocks the event loop is probed throughout.
-            await probing;
-            renderStarted = performance.now();
-            await render(ctx);
-            renderMs = performance.now() - renderStarted;
-          },
-        }),
-      },
-    ],
-    options: {
-      nodeName: 'node-a',
-      health: { addr: '127.0.0.1', port: 0 },
-      metrics: false,
-      collectDefaultMetrics: false,
-    },
-    logger: memoryLogger('info').logger,
-  });
-  running.push(agent);
-  await agent.start();
-  const poll = pollHealth(`${agent.healthUrl}/healthz`, { intervalMs: 50, durationMs: RENDER_MS });
-  await poll.ready;
-  await sleep(100);
-  go();
-  const answers = await poll.results;
-  await waitFor('the render to end', () => renderMs > 0, RENDER_MS + 5_000);
-  return { answers, renderMs };
-}
+const probeDuringRender = (render: Render) => probeHealthDuringRender(render, { durationMs: RENDER_MS });
 
 function describeSlowest(answers: ProbeResult[]): string {
   const latencies = answers.map((a) => a.latencyMs);
