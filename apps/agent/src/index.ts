@@ -1,6 +1,7 @@
 export { createAgent } from './agent.js';
 export { AssemblyError } from './assembly.js';
-export { defaultCatalog, FEATURE_FLAGS, MissingFeatureError, pluginsForConfig } from './catalog.js';
+export { defaultCatalog, FEATURE_FLAGS, firewallOptions, MissingFeatureError, pluginsForConfig } from './catalog.js';
+export { environmentFor, kubeEnvironment } from './kube-environment.js';
 export { FEATURES, helpText, parseFlags } from './flags.js';
 export { EXIT, runCli } from './run-cli.js';
 export { formatGoDuration, parseGoDuration } from './duration.js';

@@ -4,6 +4,7 @@ export { ResourceRegistry, builtinResources } from './apiserver/resources.js';
 export { parseManifests, loadManifestFiles } from './apiserver/seed.js';
 export { parseLabelSelector, matchesLabelSelector } from './apiserver/selectors/label-selector.js';
 export { kubeconfigYaml, kubeconfigContext } from './apiserver/kubeconfig.js';
+export { freePort } from './ports.js';
 
 export type { ApiServer, ApiServerOptions, KubeObjectInput, ListSelectors } from './apiserver/server.js';
 export type { ApiServerFaults } from './apiserver/faults.js';

@@ -1,6 +1,5 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 
@@ -10,17 +9,7 @@ export async function get(url: string): Promise<{ status: number; body: string }
   return { status: response.status, body: await response.text() };
 }
 
-/** A port that was free a moment ago, for servers that cannot take port 0 (the CLI treats 0 as "disabled"). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '@kube-router/testkit';
 
 export interface LogLine {
   level: number;

@@ -1,5 +1,5 @@
 import { netpolIptablesPlugin } from '@kube-router/netpol-iptables';
-import { defaultCatalog, firewallOptions, type PluginCatalog } from './catalog.js';
+import { defaultCatalog, firewallOptions, type PluginCatalog } from '@kube-router/agent';
 
 export interface LabCatalogOptions {
   /** The lab node's network namespace: the dataplane plugins program their rules inside it. */

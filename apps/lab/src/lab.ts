@@ -11,9 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { createKubeContext, loadKubeConfig } from '@kube-router/kube';
 import { loadManifestFiles, startApiServer, startLab, type ApiServer, type Lab } from '@kube-router/testkit';
-import { environmentFor } from './kube-environment.js';
+import { environmentFor, runCli } from '@kube-router/agent';
 import { labCatalog } from './lab-catalog.js';
-import { runCli } from './run-cli.js';
 
 const LAB_NODE = 'lab-node';
 // The identity and namespace of leader election, as a DaemonSet's downward API would set them.

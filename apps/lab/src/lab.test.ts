@@ -2,7 +2,12 @@ import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, get } from './testing/support.js';
+import { freePort } from '@kube-router/testkit';
+
+async function get(url: string): Promise<{ status: number; body: string }> {
+  const response = await fetch(url);
+  return { status: response.status, body: await response.text() };
+}
 
 const run = promisify(execFile);
 
