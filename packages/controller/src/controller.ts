@@ -77,6 +77,18 @@ export interface ControllerPlugin<O = unknown> {
   readonly requires?: readonly string[];
   readonly options: OptionsSchema<O>;
   create(ctx: PluginContext, options: O): Controller | Promise<Controller>;
+  /**
+   * kube-router's --cleanup-config: removes every rule, set, table, route, address and interface this plugin owns on
+   * the node, and nothing else, then resolves. It runs without informers or a controller, so it must work from the
+   * kernel's state alone, and it must succeed when there is nothing to remove. Failures are thrown (joined).
+   */
+  cleanup?(ctx: CleanupContext, options: O): Promise<void>;
+}
+
+/** What the agent gives a plugin's `cleanup`: no Kubernetes, no metrics; the node's state is all there is. */
+export interface CleanupContext {
+  nodeName: string;
+  logger: Logger;
 }
 
 /** Keeps the plugin's option type while checking the object against ControllerPlugin. */

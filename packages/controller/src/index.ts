@@ -1,5 +1,6 @@
 export { defineServiceKey, definePlugin } from './controller.js';
 export type {
+  CleanupContext,
   Controller,
   ControllerPlugin,
   ControllerStartContext,
@@ -16,3 +17,5 @@ export type { SchedulerOptions } from './scheduler.js';
 export { JoinedSyncError, SyncFailures, messageOf } from './sync-error.js';
 export type { SyncFailure } from './sync-error.js';
 export { ServiceRegistry } from './services.js';
+export { routeSyncServiceKey } from './routes.js';
+export type { InjectedRoute, RouteSyncService } from './routes.js';
