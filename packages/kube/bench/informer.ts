@@ -3,7 +3,9 @@
  * - list-sync: 10k pods listed into a synced lister (paged, 500 per page), against a bare client-node list of the
  *   same pods (one request, no cache) as the baseline;
  * - watch delivery: N updates made on the server, until the last one is visible in the lister;
- * - heap held by the informer's cache per 10k pods, against the size of the same pods as JSON.
+ * - heap held by the informer's cache per 10k pods, against the size of the same pods as JSON;
+ * - the shape check each listed or watched object passes (ObjectReader: schema check and deserialization), per pod
+ *   and as a share of the list-sync.
  *
  * Absolute times depend on the machine; the ratios are what to compare between runs.
  */
@@ -16,6 +18,8 @@ import type { ApiServer } from '@kube-router/testkit';
 import { pino } from 'pino';
 import { InformerFactory, loadKubeConfig } from '../src/index.js';
 import type { PodLister } from '../src/index.js';
+import { ObjectReader } from '../src/object-reader.js';
+import { RESOURCES } from '../src/resources.js';
 
 const POD_COUNT = Number(process.env.BENCH_PODS ?? 10_000);
 const UPDATE_COUNT = Number(process.env.BENCH_UPDATES ?? 10_000);
@@ -145,6 +149,19 @@ try {
   await new Promise((resolve) => setTimeout(resolve, 100));
   const cacheBytes = withCache - heapUsed();
   console.log(`  heap held by the cache:    ${mb((cacheBytes / POD_COUNT) * 10_000)} MB per 10k pods; ratio heap/JSON size ${(cacheBytes / jsonBytes).toFixed(2)} (JSON ${mb(jsonBytes)} MB)`);
+
+  // The shape check alone, on the same pods as plain JSON (best of three, as above).
+  const reader = new ObjectReader(RESOURCES.pods);
+  await reader.load();
+  const rawPods = server.list('v1', 'Pod');
+  let readMs = Infinity;
+  for (let run = 0; run < ROUNDS; run++) {
+    const copies = structuredClone(rawPods);
+    const started = performance.now();
+    for (const raw of copies) if (!reader.read(raw).ok) throw new Error('a benchmark pod is unreadable');
+    readMs = Math.min(readMs, performance.now() - started);
+  }
+  console.log(`  shape check (ObjectReader): ${((readMs / POD_COUNT) * 1000).toFixed(1)} µs per pod, schema and deserialization; ${((readMs / bestSingleMs) * 100).toFixed(0)} % of the list-sync`);
 
   const barePaged = await bareList(core, 500);
   const paged = await informerSync(kubeConfig, 500);

@@ -80,9 +80,11 @@ describe('loadKubeConfig', () => {
 });
 
 describe('identity', () => {
-  it('names the node from NODE_NAME, else --hostname-override, else the host name', () => {
+  it('names the node from --hostname-override, else NODE_NAME, else the host name (kube-router\'s order)', () => {
     const hostname = () => 'host-1';
-    expect(resolveNodeName({ env: { NODE_NAME: 'node-a' }, hostnameOverride: 'override', hostname })).toBe('node-a');
+    expect(resolveNodeName({ env: { NODE_NAME: 'node-a' }, hostnameOverride: 'override', hostname })).toBe('override');
+    expect(resolveNodeName({ env: { NODE_NAME: 'node-a' }, hostnameOverride: ' ', hostname })).toBe('node-a');
+    expect(resolveNodeName({ env: { NODE_NAME: 'node-a' }, hostname })).toBe('node-a');
     expect(resolveNodeName({ env: {}, hostnameOverride: 'override', hostname })).toBe('override');
     expect(resolveNodeName({ env: { NODE_NAME: ' ' }, hostname })).toBe('host-1');
     expect(() => resolveNodeName({ env: {}, hostname: () => '' })).toThrow(/NODE_NAME/);

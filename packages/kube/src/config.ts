@@ -122,12 +122,13 @@ export interface NodeNameOptions {
 }
 
 /**
- * This node's name, in kube-router's order: NODE_NAME (set from the downward API in the DaemonSet), else
- * --hostname-override, else the host name.
+ * This node's name, in kube-router's order (utils.GetNodeObject): --hostname-override, else NODE_NAME (set from the
+ * downward API in the DaemonSet), else the host name. An explicit flag wins over the environment, so an operator
+ * can override what the DaemonSet sets.
  */
 export function resolveNodeName(options: NodeNameOptions = {}): string {
   const env = options.env ?? process.env;
-  const name = env.NODE_NAME?.trim() || options.hostnameOverride?.trim() || (options.hostname ?? hostname)().trim();
+  const name = options.hostnameOverride?.trim() || env.NODE_NAME?.trim() || (options.hostname ?? hostname)().trim();
   if (!name) throw new Error('cannot determine the node name: set NODE_NAME or --hostname-override');
   return name;
 }

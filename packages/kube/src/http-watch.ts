@@ -3,8 +3,14 @@ import https from 'node:https';
 import { createInterface } from 'node:readline';
 import type { KubeConfig } from '@kubernetes/client-node';
 
-export type WatchEventCallback = (phase: string, object: unknown, event?: unknown) => void;
-export type WatchDone = (error: unknown) => void;
+// client-node's ListWatch passes async handlers: what they return is a promise that may reject.
+export type WatchEventCallback = (phase: string, object: unknown, event?: unknown) => void | Promise<void>;
+export type WatchDone = (error: unknown) => void | Promise<void>;
+
+/** What the informer makes of a watched object: the object to cache, or what is known of one it cannot read. */
+export type WatchedObject =
+  | { readable: true; object: unknown }
+  | { readable: false; identity?: { name: string; namespace?: string; resourceVersion?: string } };
 
 export interface HttpWatchOptions {
   /** Time allowed for the API server to answer a watch request with its headers. */
@@ -15,9 +21,21 @@ export interface HttpWatchOptions {
   beforeWatch: () => boolean;
   /** The API server accepted the watch. */
   onConnected: () => void;
-  /** Turns a watched object into the shape of a listed one. */
-  deserialize: (object: unknown) => unknown;
+  /**
+   * Reads a watched object into the shape of a listed one, or reports (and has logged and counted) that it cannot be
+   * read. It must not throw.
+   */
+  readObject: (object: unknown, eventType: string) => WatchedObject;
+  /** An event line that is JSON but not a watch event (no type, an unknown type, a bookmark without a version). */
+  onMalformedEvent: (problem: string) => void;
+  /**
+   * The ListWatch's handlers failed (threw, or their promise rejected). Nothing else would hear of it: the watch
+   * transport is the only caller of those handlers.
+   */
+  onHandlerFailure: (error: unknown) => void;
 }
+
+const OBJECT_EVENTS = new Set(['ADDED', 'MODIFIED', 'DELETED']);
 
 /** Thrown into an informer when the API server refuses or breaks a watch. `statusCode` is the HTTP or Status code. */
 export class WatchError extends Error {
@@ -49,7 +67,12 @@ const MAX_ERROR_BODY = 64 * 1024;
  *   tight loop if the error persists); a 410 ends it normally after the ListWatch has noted it, so it relists;
  * - an abort by the ListWatch (stop, or the start of its next round) never calls `done`;
  * - `done` is always called after `watch()` has resolved, so the ListWatch records each request before its end;
- * - a watch that keeps ending right after it started, with no event, is resumed after a pause, not in a tight loop.
+ * - a watch that keeps ending right after it started, with no event, is resumed after a pause, not in a tight loop;
+ * - an event the informer cannot read never reaches the ListWatch, whose handlers would throw on it (an object without
+ *   metadata) or hand it to plugins: an unreadable object that has a name is delivered as a deletion, so the cache
+ *   holds no stale version of it (a relist would not hold it either), and one without is delivered as a bookmark of
+ *   its resourceVersion, so the watch resumes after it; malformed events are skipped;
+ * - a failure of the ListWatch's (async) handlers is reported instead of becoming an unhandled rejection.
  */
 export class HttpWatch {
   readonly config: KubeConfig;
@@ -95,8 +118,8 @@ export class HttpWatch {
       const short = error === null && connectedAt !== undefined && events === 0 && Date.now() - connectedAt < SHORT_WATCH_MS;
       this.#consecutiveShortWatches = short ? this.#consecutiveShortWatches + 1 : 0;
       const pause = this.#consecutiveShortWatches >= 2 ? Math.min(30_000, 500 * 2 ** this.#consecutiveShortWatches) : 0;
-      if (pause > 0) timers.push(setTimeout(() => done(error), pause));
-      else setImmediate(() => done(error));
+      if (pause > 0) timers.push(setTimeout(() => this.#settle(() => done(error)), pause));
+      else setImmediate(() => this.#settle(() => done(error)));
     };
     // The ListWatch aborts a request when it stops or starts its next round: nothing to report then.
     controller.signal.addEventListener(
@@ -149,29 +172,52 @@ export class HttpWatch {
       const lines = createInterface({ input: response, crlfDelay: Infinity });
       lines.on('line', (line) => {
         if (finished || line.length === 0) return;
-        let event: { type?: string; object?: unknown };
+        let event: unknown;
         try {
-          event = JSON.parse(line) as { type?: string; object?: unknown };
+          event = JSON.parse(line);
         } catch {
           finish(new WatchError(`watch ${path}: undecodable event: ${line.slice(0, 200)}`));
           return;
         }
         events++;
+        if (!isPlainObject(event)) {
+          this.#options.onMalformedEvent(`not a watch event: ${line.slice(0, 200)}`);
+          return;
+        }
         if (event.type === 'ERROR') {
-          const status = (event.object ?? {}) as { code?: number; message?: string; reason?: string };
+          const status = (isPlainObject(event.object) ? event.object : {}) as { code?: unknown; message?: unknown; reason?: unknown };
           if (status.code === 410) {
-            callback('ERROR', status, event);
+            this.#deliver(callback, 'ERROR', status, event, finish);
             finish(null);
           } else {
-            finish(new WatchError(`watch ${path}: ${status.code ?? ''} ${status.reason ?? ''}: ${status.message ?? ''}`, status.code));
+            const code = typeof status.code === 'number' ? status.code : undefined;
+            finish(new WatchError(`watch ${path}: ${String(status.code ?? '')} ${String(status.reason ?? '')}: ${String(status.message ?? '')}`, code));
           }
           return;
         }
-        const object = event.type === 'BOOKMARK' ? event.object : this.#options.deserialize(event.object);
-        try {
-          callback(event.type ?? '', object, event);
-        } catch (error) {
-          finish(error);
+        if (event.type === 'BOOKMARK') {
+          const resourceVersion = resourceVersionOf(event.object);
+          if (resourceVersion === undefined) {
+            this.#options.onMalformedEvent('a BOOKMARK event without a resourceVersion');
+            return;
+          }
+          this.#deliver(callback, 'BOOKMARK', { metadata: { resourceVersion } }, event, finish);
+          return;
+        }
+        if (typeof event.type !== 'string' || !OBJECT_EVENTS.has(event.type)) {
+          this.#options.onMalformedEvent(`a watch event of unknown type ${JSON.stringify(event.type) ?? 'undefined'}`);
+          return;
+        }
+        const read = this.#options.readObject(event.object, event.type);
+        if (read.readable) {
+          this.#deliver(callback, event.type, read.object, event, finish);
+        } else if (read.identity) {
+          const { name, namespace, resourceVersion } = read.identity;
+          const stub = { metadata: { name, ...(namespace && { namespace }), ...(resourceVersion && { resourceVersion }) } };
+          this.#deliver(callback, 'DELETED', stub, event, finish);
+        } else {
+          const resourceVersion = resourceVersionOf(event.object);
+          if (resourceVersion !== undefined) this.#deliver(callback, 'BOOKMARK', { metadata: { resourceVersion } }, event, finish);
         }
       });
       // readline re-emits the response's errors; both must be handled or they crash the process.
@@ -182,6 +228,36 @@ export class HttpWatch {
     request.end();
     return controller;
   }
+
+  /** Hands one event to the ListWatch; its handler is async, so a failure may come as a rejected promise. */
+  #deliver(callback: WatchEventCallback, phase: string, object: unknown, event: unknown, finish: (error: unknown) => void): void {
+    try {
+      const result = callback(phase, object, event);
+      if (result instanceof Promise) result.catch((error: unknown) => finish(error));
+    } catch (error) {
+      finish(error);
+    }
+  }
+
+  /** Runs the ListWatch's done handler (async: it lists and starts the next watch) and reports its failures. */
+  #settle(call: () => void | Promise<void>): void {
+    try {
+      const result = call();
+      if (result instanceof Promise) result.catch((error: unknown) => this.#options.onHandlerFailure(error));
+    } catch (error) {
+      this.#options.onHandlerFailure(error);
+    }
+  }
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function resourceVersionOf(object: unknown): string | undefined {
+  if (!isPlainObject(object) || !isPlainObject(object.metadata)) return undefined;
+  const { resourceVersion } = object.metadata;
+  return typeof resourceVersion === 'string' && resourceVersion !== '' ? resourceVersion : undefined;
 }
 
 function readErrorBody(response: http.IncomingMessage): Promise<string> {

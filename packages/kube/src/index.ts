@@ -12,8 +12,10 @@ export {
   DEFAULT_CACHE_SYNC_TIMEOUT_MS,
   InformerFactory,
   informerKey,
+  UNREADABLE_OBJECT_EVENT_REASON,
 } from './informer-factory.js';
 export type { InformerFactoryOptions, StartOptions } from './informer-factory.js';
+export type { SkipReason } from './object-reader.js';
 export type { InformerScope, InformerStatus } from './shared-informer.js';
 export { SERVICE_NAME_LABEL } from './listers.js';
 export type {
@@ -45,3 +47,7 @@ export type { KubeContext, KubeContextOptions, LeaderElectionRequest } from './k
 
 export { describeKubeError, statusCodeOf } from './api-errors.js';
 export { callApi, KubeRequestTimeoutError } from './request-options.js';
+export { ListError, listPage } from './http-list.js';
+export type { RawListPage } from './http-list.js';
+export { nodePodCidrs, POD_CIDR_ANNOTATION, POD_CIDRS_ANNOTATION } from './node-pod-cidrs.js';
+export type { NodePodCidrSource } from './node-pod-cidrs.js';

@@ -6,10 +6,14 @@ import type { BackoffOptions } from './backoff.js';
 import { InformerMetrics } from './informer-metrics.js';
 import { indexesFor, makeLister } from './listers.js';
 import type { EndpointSliceLister, ListerTypes, NamespacedLister, PodLister, ClusterLister } from './listers.js';
-import { RESOURCES, isResourceName, makeApiClients } from './resources.js';
-import type { ApiClients, ResourceName, ResourceTypes } from './resources.js';
+import type { EventRecorder } from './event-recorder.js';
+import { RESOURCES, isResourceName } from './resources.js';
+import type { ResourceName, ResourceTypes } from './resources.js';
 import { SharedInformer } from './shared-informer.js';
-import type { InformerScope, InformerStatus } from './shared-informer.js';
+import type { InformerScope, InformerStatus, SkippedObject } from './shared-informer.js';
+
+/** The reason of the Warning event an object gets when the informers cannot read it. */
+export const UNREADABLE_OBJECT_EVENT_REASON = 'UnreadableObject';
 
 /** kube-router's --cache-sync-timeout default. */
 export const DEFAULT_CACHE_SYNC_TIMEOUT_MS = 60_000;
@@ -19,6 +23,11 @@ export interface InformerFactoryOptions {
   logger: Logger;
   /** Where the informer health series go (the agent's registry). Without it, informers report no metrics. */
   metrics?: AgentMetrics | Registry;
+  /**
+   * Where the Warning events about objects the informers cannot read go (`kube.events`). Such objects are skipped,
+   * logged and counted in any case.
+   */
+  events?: EventRecorder;
   /** Watchdog restarts after a failed list or watch. Default 1 s doubling up to 30 s. */
   restartBackoff?: BackoffOptions;
   /** Bound on each list request and on waiting for a watch's response headers. Default 60 s. */
@@ -66,7 +75,6 @@ export class InformerFactory {
   readonly #informers = new Map<string, SharedInformer<KubernetesObject>>();
   readonly #metrics: InformerMetrics;
   readonly #now: () => number;
-  #clients: ApiClients | undefined;
   #started = false;
   #stopped = false;
 
@@ -184,19 +192,27 @@ export class InformerFactory {
     await Promise.all([...this.#informers.values()].map((informer) => informer.stop()));
   }
 
+  #warnSkipped({ apiVersion, kind, identity, problem }: SkippedObject): void {
+    const { name, namespace, uid, resourceVersion } = identity;
+    void this.#options.events?.warning(
+      { apiVersion, kind, name, ...(namespace && { namespace }), ...(uid && { uid }), ...(resourceVersion && { resourceVersion }) },
+      UNREADABLE_OBJECT_EVENT_REASON,
+      `kube-router cannot read this ${kind} and ignores it until it is fixed: ${problem}`,
+    );
+  }
+
   #informer(resource: ResourceName, scope: InformerScope = {}): SharedInformer<KubernetesObject> {
     if (!isResourceName(resource)) throw new Error(`no informer for resource ${String(resource)}`);
     const key = informerKey(resource, scope);
     let informer = this.#informers.get(key);
     if (informer) return informer;
-    this.#clients ??= makeApiClients(this.#options.kubeConfig);
     informer = new SharedInformer<KubernetesObject>({
       key,
-      descriptor: RESOURCES[resource] as never,
+      descriptor: RESOURCES[resource],
       scope,
       kubeConfig: this.#options.kubeConfig,
-      clients: this.#clients,
       logger: this.#options.logger,
+      ...(this.#options.events && { onSkipped: (skipped: SkippedObject) => this.#warnSkipped(skipped) }),
       metrics: this.#metrics,
       indexes: indexesFor(resource),
       restartBackoff: this.#options.restartBackoff ?? {},

@@ -1,4 +1,6 @@
 import type { Counter, Gauge, Registry } from 'prom-client';
+import { SKIP_REASONS } from './object-reader.js';
+import type { SkipReason } from './object-reader.js';
 import { counterOn, gaugeOn } from './prom.js';
 
 /** What informers report about themselves. A registry is optional so that informers also run without metrics. */
@@ -6,6 +8,7 @@ export class InformerMetrics {
   readonly #healthy: Gauge<'resource'> | undefined;
   readonly #restarts: Counter<'resource'> | undefined;
   readonly #objects: Gauge<'resource'> | undefined;
+  readonly #skipped: Counter<'resource' | 'reason'> | undefined;
 
   constructor(registry?: Registry) {
     if (!registry) return;
@@ -24,6 +27,11 @@ export class InformerMetrics {
       help: 'Number of objects in the cache of an informer',
       labelNames: ['resource'],
     });
+    this.#skipped = counterOn(registry, {
+      name: 'kube_router_informer_objects_skipped_total',
+      help: 'Listed or watched objects an informer skipped because the agent cannot read them (counted once per object version)',
+      labelNames: ['resource', 'reason'],
+    });
   }
 
   /** Creates every series of an informer, so that dashboards see 0 instead of nothing before the first event. */
@@ -31,6 +39,7 @@ export class InformerMetrics {
     this.#healthy?.set({ resource }, 0);
     this.#restarts?.inc({ resource }, 0);
     this.#objects?.set({ resource }, 0);
+    for (const reason of SKIP_REASONS) this.#skipped?.inc({ resource, reason }, 0);
   }
 
   healthy(resource: string, healthy: boolean): void {
@@ -39,6 +48,10 @@ export class InformerMetrics {
 
   restarted(resource: string): void {
     this.#restarts?.inc({ resource });
+  }
+
+  skipped(resource: string, reason: SkipReason): void {
+    this.#skipped?.inc({ resource, reason });
   }
 
   objects(resource: string, count: number): void {

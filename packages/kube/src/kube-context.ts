@@ -44,7 +44,7 @@ export interface KubeContextOptions {
   nodeName: string;
   logger: Logger;
   metrics?: AgentMetrics;
-  informers?: Omit<InformerFactoryOptions, 'kubeConfig' | 'logger' | 'metrics'>;
+  informers?: Omit<InformerFactoryOptions, 'kubeConfig' | 'logger' | 'metrics' | 'events'>;
   leaderElection?: {
     /** Default: POD_NAMESPACE, else the service account's namespace, else kube-system. */
     namespace?: string;
@@ -59,13 +59,14 @@ export interface KubeContextOptions {
 /** Builds the KubeContext the agent provides; the agent starts and stops `informers` and flushes `events`. */
 export function createKubeContext(options: KubeContextOptions): KubeContext {
   const { kubeConfig, nodeName, logger, metrics } = options;
+  const events = new EventRecorder({ kubeConfig, nodeName, logger });
   const informers = new InformerFactory({
     ...options.informers,
     kubeConfig,
     logger: logger.child({ component: 'informers' }),
     ...(metrics && { metrics }),
+    events,
   });
-  const events = new EventRecorder({ kubeConfig, nodeName, logger });
   const election = options.leaderElection ?? {};
   const namespace = election.namespace ?? resolveNamespace();
   const identity = election.identity ?? resolveIdentity();

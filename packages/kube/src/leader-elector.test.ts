@@ -204,6 +204,25 @@ describe('leader election', () => {
     expect(holderOf(cluster.server)).toBe('intruder');
   });
 
+  it('renews a lease of its own whose fields are garbage, instead of failing every renewal', async () => {
+    cluster.server.create(
+      {
+        apiVersion: 'coordination.k8s.io/v1',
+        kind: 'Lease',
+        metadata: { name: leaseName, namespace: 'kube-system' },
+        spec: { holderIdentity: 'agent-a', leaseDurationSeconds: 'long', acquireTime: 'yesterday', renewTime: 'soon', leaseTransitions: 'many' },
+      },
+      { validate: false },
+    );
+    const a = candidate('agent-a');
+    a.elector.start();
+    await waitFor('agent-a to lead', () => a.elector.isLeader());
+    const spec = leaseSpec(cluster.server, 'kube-system', leaseName);
+    expect(spec).toMatchObject({ holderIdentity: 'agent-a', leaseDurationSeconds: LEASE_DURATION_MS / 1000, leaseTransitions: 0 });
+    expect(spec?.renewTime).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+    expect(a.logs.filter((line) => line.level === 40)).toEqual([]);
+  });
+
   it('refuses timings that cannot be safe', () => {
     const base = { kubeConfig: cluster.kubeConfig, namespace: 'kube-system', name: 'x', identity: 'a', logger: captureLogs().logger };
     expect(() => new LeaderElector({ ...base, leaseDurationMs: 1000, renewDeadlineMs: 1000 })).toThrow(/must exceed the renew deadline/);

@@ -121,7 +121,12 @@ export class LeaderElector {
     if (this.#running) return;
     this.#running = true;
     this.#stopping = new AbortController();
-    this.#loop = this.#run();
+    // #run handles its own failures; this is the last line against an unhandled rejection that would end the agent.
+    this.#loop = this.#run().catch((error: unknown) => {
+      this.#running = false;
+      this.#stepDown('the election loop failed');
+      this.#log.error({ err: describeKubeError(error) }, 'leader election stopped: its loop failed');
+    });
   }
 
   /** True while this candidate leads and its last renewal is within the renew deadline. */

@@ -123,18 +123,20 @@ function observe(lease: V1Lease): ObservedLease {
     lease,
     resourceVersion: lease.metadata?.resourceVersion ?? '',
     record: {
-      holderIdentity: spec.holderIdentity ?? '',
-      leaseDurationSeconds: spec.leaseDurationSeconds ?? 0,
+      holderIdentity: typeof spec.holderIdentity === 'string' ? spec.holderIdentity : '',
+      leaseDurationSeconds: typeof spec.leaseDurationSeconds === 'number' ? spec.leaseDurationSeconds : 0,
       acquireTime: toDate(spec.acquireTime),
       renewTime: toDate(spec.renewTime),
-      leaseTransitions: spec.leaseTransitions ?? 0,
+      leaseTransitions: typeof spec.leaseTransitions === 'number' ? spec.leaseTransitions : 0,
     },
   };
 }
 
-/** client-node leaves MicroTime fields as strings when it reads them, whatever their declared type. */
+/**
+ * client-node leaves MicroTime fields as strings when it reads them, whatever their declared type. A time that does
+ * not parse counts as the epoch: an Invalid Date would make the next renewal throw when it is serialized.
+ */
 function toDate(value: unknown): Date {
-  if (value instanceof Date) return value;
-  if (typeof value === 'string' || typeof value === 'number') return new Date(value);
-  return new Date(0);
+  const date = value instanceof Date ? value : typeof value === 'string' || typeof value === 'number' ? new Date(value) : undefined;
+  return date && !Number.isNaN(date.getTime()) ? date : new Date(0);
 }

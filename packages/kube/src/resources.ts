@@ -1,9 +1,4 @@
-import { CoreV1Api, DiscoveryV1Api, NetworkingV1Api } from '@kubernetes/client-node';
 import type {
-  ConfigurationOptions,
-  KubeConfig,
-  KubernetesObject,
-  KubernetesListObject,
   V1EndpointSlice,
   V1Namespace,
   V1NetworkPolicy,
@@ -24,32 +19,19 @@ export interface ResourceTypes {
 
 export type ResourceName = keyof ResourceTypes;
 
-export interface ListParams {
-  fieldSelector?: string;
-  labelSelector?: string;
-  limit?: number;
-  _continue?: string;
-}
-
-export interface ApiClients {
-  core: CoreV1Api;
-  discovery: DiscoveryV1Api;
-  networking: NetworkingV1Api;
-}
-
-export interface ResourceDescriptor<T extends KubernetesObject> {
+/** How the informers list, watch and read one resource type. */
+export interface ResourceDescriptor {
   readonly name: ResourceName;
   readonly apiVersion: string;
   readonly kind: string;
-  /** The watch path across all namespaces. */
+  /** The list and watch path across all namespaces. */
   readonly path: string;
-  /** client-node's model name, to deserialize watch events into the same shape as listed objects. */
+  /** client-node's model name, that listed and watched objects are deserialized into. */
   readonly model: string;
   readonly namespaced: boolean;
-  list(clients: ApiClients, params: ListParams, options: ConfigurationOptions): Promise<KubernetesListObject<T>>;
 }
 
-type Descriptors = { [R in ResourceName]: ResourceDescriptor<ResourceTypes[R]> };
+type Descriptors = Record<ResourceName, ResourceDescriptor>;
 
 export const RESOURCES: Descriptors = {
   pods: {
@@ -59,7 +41,6 @@ export const RESOURCES: Descriptors = {
     path: '/api/v1/pods',
     model: 'V1Pod',
     namespaced: true,
-    list: (clients, params, options) => clients.core.listPodForAllNamespaces(params, options),
   },
   namespaces: {
     name: 'namespaces',
@@ -68,7 +49,6 @@ export const RESOURCES: Descriptors = {
     path: '/api/v1/namespaces',
     model: 'V1Namespace',
     namespaced: false,
-    list: (clients, params, options) => clients.core.listNamespace(params, options),
   },
   nodes: {
     name: 'nodes',
@@ -77,7 +57,6 @@ export const RESOURCES: Descriptors = {
     path: '/api/v1/nodes',
     model: 'V1Node',
     namespaced: false,
-    list: (clients, params, options) => clients.core.listNode(params, options),
   },
   services: {
     name: 'services',
@@ -86,7 +65,6 @@ export const RESOURCES: Descriptors = {
     path: '/api/v1/services',
     model: 'V1Service',
     namespaced: true,
-    list: (clients, params, options) => clients.core.listServiceForAllNamespaces(params, options),
   },
   endpointslices: {
     name: 'endpointslices',
@@ -95,7 +73,6 @@ export const RESOURCES: Descriptors = {
     path: '/apis/discovery.k8s.io/v1/endpointslices',
     model: 'V1EndpointSlice',
     namespaced: true,
-    list: (clients, params, options) => clients.discovery.listEndpointSliceForAllNamespaces(params, options),
   },
   networkpolicies: {
     name: 'networkpolicies',
@@ -104,7 +81,6 @@ export const RESOURCES: Descriptors = {
     path: '/apis/networking.k8s.io/v1/networkpolicies',
     model: 'V1NetworkPolicy',
     namespaced: true,
-    list: (clients, params, options) => clients.networking.listNetworkPolicyForAllNamespaces(params, options),
   },
 };
 
@@ -112,12 +88,4 @@ export const RESOURCE_NAMES = Object.keys(RESOURCES) as ResourceName[];
 
 export function isResourceName(name: string): name is ResourceName {
   return Object.hasOwn(RESOURCES, name);
-}
-
-export function makeApiClients(kubeConfig: KubeConfig): ApiClients {
-  return {
-    core: kubeConfig.makeApiClient(CoreV1Api),
-    discovery: kubeConfig.makeApiClient(DiscoveryV1Api),
-    networking: kubeConfig.makeApiClient(NetworkingV1Api),
-  };
 }

@@ -1,16 +1,30 @@
 import { ListWatch } from '@kubernetes/client-node';
 import type { KubeConfig, KubernetesListObject, KubernetesObject, Watch } from '@kubernetes/client-node';
-import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 import type { Logger } from 'pino';
 import { describeKubeError, statusCodeOf } from './api-errors.js';
 import { Backoff } from './backoff.js';
 import type { BackoffOptions } from './backoff.js';
+import { listPage } from './http-list.js';
+import type { RawListPage } from './http-list.js';
 import { HttpWatch } from './http-watch.js';
-import { Indexer } from './indexer.js';
+import type { WatchedObject } from './http-watch.js';
+import { Indexer, objectId } from './indexer.js';
 import type { IndexFunction } from './indexer.js';
 import type { InformerMetrics } from './informer-metrics.js';
-import { callApi } from './request-options.js';
-import type { ApiClients, ResourceDescriptor } from './resources.js';
+import { ObjectReader, skippedObjectKey } from './object-reader.js';
+import type { ObjectReading, SkipReason, SkippedObjectIdentity } from './object-reader.js';
+import type { ResourceDescriptor } from './resources.js';
+
+/** An object an informer skipped because it could not read it, for the agent's Warning event. */
+export interface SkippedObject {
+  /** The informer key, e.g. `pods`. */
+  informer: string;
+  apiVersion: string;
+  kind: string;
+  reason: SkipReason;
+  problem: string;
+  identity: SkippedObjectIdentity;
+}
 
 /** Narrows an informer to part of a resource type, for example the pods of one node. */
 export interface InformerScope {
@@ -38,11 +52,12 @@ export interface InformerStatus {
 
 export interface SharedInformerOptions<T extends KubernetesObject> {
   key: string;
-  descriptor: ResourceDescriptor<T>;
+  descriptor: ResourceDescriptor;
   scope: InformerScope;
   kubeConfig: KubeConfig;
-  clients: ApiClients;
   logger: Logger;
+  /** Called once per version of a named object that cannot be read (it is skipped), to give it a Warning event. */
+  onSkipped?: (skipped: SkippedObject) => void;
   metrics: InformerMetrics;
   indexes: Record<string, IndexFunction<T>>;
   restartBackoff: BackoffOptions;
@@ -69,6 +84,9 @@ export class SharedInformer<T extends KubernetesObject> {
   readonly #handlers = new Set<() => void>();
   readonly #backoff: Backoff;
   readonly #log: Logger;
+  readonly #reader: ObjectReader<T>;
+  /** Objects skipped as unreadable, by key, with the resourceVersion and problem last reported (each once). */
+  readonly #skipped = new Map<string, string>();
   #notifyScheduled = false;
   #running = false;
   #stopping = new AbortController();
@@ -90,12 +108,15 @@ export class SharedInformer<T extends KubernetesObject> {
     this.#indexer = new Indexer(options.indexes);
     this.#backoff = new Backoff(options.restartBackoff);
     this.#log = options.logger.child({ informer: options.key });
+    this.#reader = new ObjectReader(options.descriptor);
     const watch = new HttpWatch(options.kubeConfig, {
       connectTimeoutMs: options.requestTimeoutMs,
       timeoutSeconds: () => Math.floor(options.watchTimeoutSeconds * (1 + Math.random())),
       beforeWatch: () => this.#beforeWatch(),
       onConnected: () => this.#onConnected(),
-      deserialize: (object) => ObjectSerializer.deserialize(object, options.descriptor.model, ''),
+      readObject: (object, eventType) => this.#readWatched(object, eventType),
+      onMalformedEvent: (problem) => this.#onMalformedEvent(problem),
+      onHandlerFailure: (error) => this.#onError(error),
     });
     this.#listWatch = new ListWatch<T>(
       options.descriptor.path,
@@ -185,46 +206,99 @@ export class SharedInformer<T extends KubernetesObject> {
 
   async #list(): Promise<KubernetesListObject<T>> {
     this.#lists++;
-    const { descriptor, clients, scope, pageSize, requestTimeoutMs } = this.#options;
-    const selectors = {
-      ...(scope.fieldSelector !== undefined && { fieldSelector: scope.fieldSelector }),
-      ...(scope.labelSelector !== undefined && { labelSelector: scope.labelSelector }),
-    };
-    const listPage = (params: { limit?: number; _continue?: string }) =>
-      callApi(
+    const { descriptor, kubeConfig, scope, pageSize, requestTimeoutMs } = this.#options;
+    await this.#reader.load();
+    const fetchPage = (params: { limit?: number; continue?: string }): Promise<RawListPage> =>
+      listPage(
+        kubeConfig,
+        descriptor.path,
+        { fieldSelector: scope.fieldSelector, labelSelector: scope.labelSelector, ...params },
         `list ${this.key}`,
         requestTimeoutMs,
-        (options) => descriptor.list(clients, { ...selectors, ...params }, options),
         this.#stopping.signal,
       );
     const items: T[] = [];
+    const skipped = new Set<string>();
+    const take = (page: RawListPage): void => {
+      for (const raw of page.items) {
+        const reading = this.#reader.read(raw);
+        if (reading.ok) {
+          items.push(reading.object);
+        } else {
+          this.#reportSkipped(reading);
+          skipped.add(skippedObjectKey(reading.identity));
+        }
+      }
+    };
     let resourceVersion = '';
     let token: string | undefined;
     const tokens = new Set<string>();
     do {
-      let page: KubernetesListObject<T>;
+      let page: RawListPage;
       try {
-        page = await listPage({ ...(pageSize > 0 && { limit: pageSize }), ...(token && { _continue: token }) });
+        page = await fetchPage({ ...(pageSize > 0 && { limit: pageSize }), ...(token && { continue: token }) });
       } catch (error) {
         // An expired continue token: the snapshot is gone, so read everything at once, as client-go does.
         if (token === undefined || statusCodeOf(error) !== 410) throw error;
-        const full = await listPage({});
+        const full = await fetchPage({});
         items.length = 0;
-        for (const item of full.items) items.push(withTypeMeta(item, descriptor));
-        resourceVersion = full.metadata?.resourceVersion ?? '';
+        skipped.clear();
+        take(full);
+        resourceVersion = full.resourceVersion;
         break;
       }
-      for (const item of page.items) items.push(withTypeMeta(item, descriptor));
-      resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
-      token = page.metadata?._continue || undefined;
+      take(page);
+      resourceVersion = page.resourceVersion || resourceVersion;
+      token = page.continueToken;
       if (token !== undefined) {
         if (tokens.has(token)) throw new Error(`list ${this.key}: the API server repeated a continue token`);
         tokens.add(token);
       }
     } while (token !== undefined);
     if (!resourceVersion) throw new Error(`list ${this.key}: the API server returned no resourceVersion`);
+    // Objects skipped before that are readable now, or gone, are forgotten: if they break again, that is news.
+    for (const key of this.#skipped.keys()) if (!skipped.has(key)) this.#skipped.delete(key);
     this.#listedOnce = true;
     return { metadata: { resourceVersion }, items };
+  }
+
+  /** The watch only starts after a list, which loaded the schema. */
+  #readWatched(raw: unknown, eventType: string): WatchedObject {
+    const reading = this.#reader.read(raw);
+    if (reading.ok) {
+      this.#skipped.delete(objectId(reading.object));
+      return { readable: true, object: reading.object };
+    }
+    // The deletion of a named object that could not be read is no news, and it is not skipped any more.
+    if (eventType === 'DELETED' && reading.identity) this.#skipped.delete(skippedObjectKey(reading.identity));
+    else this.#reportSkipped(reading);
+    return { readable: false, ...(reading.identity && { identity: reading.identity }) };
+  }
+
+  /** Logs, counts and hands on a skipped object once per version (a relist or a resumed watch repeats it). */
+  #reportSkipped(reading: Extract<ObjectReading<T>, { ok: false }>): void {
+    const { identity, reason, problem } = reading;
+    const key = skippedObjectKey(identity);
+    const seen = `${identity?.resourceVersion ?? ''} ${problem}`;
+    if (identity && this.#skipped.get(key) === seen) return;
+    if (identity) this.#skipped.set(key, seen);
+    this.#options.metrics.skipped(this.key, reason);
+    this.#log.warn(
+      { object: key, ...(identity?.resourceVersion && { resourceVersion: identity.resourceVersion }), reason, problem },
+      `skipping a ${this.#options.descriptor.kind} the agent cannot read`,
+    );
+    if (!identity || !this.#options.onSkipped) return;
+    const { apiVersion, kind } = this.#options.descriptor;
+    try {
+      this.#options.onSkipped({ informer: this.key, apiVersion, kind, reason, problem, identity });
+    } catch (error) {
+      this.#log.error({ err: describeKubeError(error) }, 'the handler of skipped objects threw');
+    }
+  }
+
+  #onMalformedEvent(problem: string): void {
+    this.#options.metrics.skipped(this.key, 'malformed_event');
+    this.#log.warn({ reason: 'malformed_event', problem }, 'skipping a malformed watch event');
   }
 
   /** Called by the watch transport right before each watch request: the list (if any) is in the cache by then. */
@@ -300,14 +374,4 @@ export class SharedInformer<T extends KubernetesObject> {
       }
     });
   }
-}
-
-/**
- * List items come without apiVersion and kind, watched objects with them; filling them in makes every cached object
- * usable as an Event's involved object.
- */
-function withTypeMeta<T extends KubernetesObject>(item: T, descriptor: ResourceDescriptor<T>): T {
-  if (!item.kind) item.kind = descriptor.kind;
-  if (!item.apiVersion) item.apiVersion = descriptor.apiVersion;
-  return item;
 }

@@ -7,6 +7,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runApiServerCli } from './cli.js';
 import { parseManifests } from './seed.js';
 
 const packageDir = join(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -80,5 +81,24 @@ describe('bin/apiserver.ts', () => {
       child.kill('SIGTERM');
     }
     expect(await exited).toBe(0);
+  });
+});
+
+describe('--no-validation', () => {
+  it('stores what the schemas refuse, which the default refuses', async () => {
+    const badPod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'bad' }, spec: { containers: 5 } };
+    for (const [args, status] of [[[], 400], [['--no-validation'], 201]] as const) {
+      const server = await runApiServerCli(['--port', '0', ...args], () => {});
+      try {
+        const response = await fetch(`${server.url}/api/v1/namespaces/default/pods`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(badPod),
+        });
+        expect(response.status, args.join(' ')).toBe(status);
+      } finally {
+        await server.close();
+      }
+    }
   });
 });

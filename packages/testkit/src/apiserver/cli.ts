@@ -10,6 +10,8 @@ export interface ApiServerCliOptions {
   kubeconfig?: string;
   bookmarkIntervalMs: number;
   historyLimit: number;
+  /** false with --no-validation. */
+  validation: boolean;
 }
 
 function positiveInteger(value: string): number {
@@ -30,7 +32,8 @@ export function apiServerCommand(): Command {
     .option('--seed <file.yaml>', 'multi-document YAML of objects to create at start (repeatable)', collect, [])
     .option('--kubeconfig <path>', 'write a kubeconfig for the server to this path')
     .option('--bookmark-interval-ms <ms>', 'how often watches that allow bookmarks get one', positiveInteger, 1000)
-    .option('--history-limit <n>', 'how many changes a watch can resume across', positiveInteger, 1000);
+    .option('--history-limit <n>', 'how many changes a watch can resume across', positiveInteger, 1000)
+    .option('--no-validation', 'store objects as sent, without checking them against the Kubernetes schemas');
 }
 
 /** Parses the arguments, starts the server and returns it; the caller decides when to close it. */
@@ -44,6 +47,7 @@ export async function runApiServerCli(argv: readonly string[], log: (line: strin
     seed: await loadManifestFiles(options.seed),
     bookmarkIntervalMs: options.bookmarkIntervalMs,
     historyLimit: options.historyLimit,
+    validation: options.validation,
   });
   log(`embedded Kubernetes API server listening on ${server.url}`);
   if (options.kubeconfig) {

@@ -10,6 +10,12 @@ export interface ApiServerFaults {
   failNextRequest(verb: KubeVerb, resource: string, status: number, times?: number): void;
   /** Ends every open watch stream, or those on one resource; returns how many were closed. */
   closeWatches(resource?: string): number;
+  /**
+   * Writes one line to every open watch stream on `resource`: `event` as JSON, or a string as it is (which need not
+   * be JSON). For tests of clients that must survive what no store change produces: an event without an object, an
+   * object without metadata, a line that is not JSON. Returns how many streams got it.
+   */
+  sendWatchEvent(resource: string, event: unknown): number;
   /** Compacts the change history: a watch from any resourceVersion before now gets 410 Expired. */
   expireResourceVersions(): void;
   /** Delays every response by `ms` milliseconds (0 turns it off). */
@@ -33,6 +39,7 @@ export class FaultInjector implements ApiServerFaults {
   constructor(
     private readonly closeWatchStreams: (resource?: string) => number,
     private readonly compactHistory: () => void,
+    private readonly writeWatchLine: (resource: string, line: string) => number,
   ) {}
 
   failNextWatch(resource: string, status: number, times = 1): void {
@@ -45,6 +52,10 @@ export class FaultInjector implements ApiServerFaults {
 
   closeWatches(resource?: string): number {
     return this.closeWatchStreams(resource);
+  }
+
+  sendWatchEvent(resource: string, event: unknown): number {
+    return this.writeWatchLine(resource, typeof event === 'string' ? event : JSON.stringify(event));
   }
 
   expireResourceVersions(): void {

@@ -18,6 +18,8 @@ import { ResourceRegistry } from './resources.js';
 import { parseFieldSelector } from './selectors/field-selector.js';
 import { parseLabelSelector } from './selectors/label-selector.js';
 import { ObjectStore } from './store/object-store.js';
+import type { WriteOptions } from './store/object-store.js';
+import { loadSchemaValidators, SchemaValidation } from './store/schema-validation.js';
 
 /**
  * What the programmatic API accepts: a plain KubeObject, or any object with apiVersion, kind and metadata
@@ -40,6 +42,28 @@ export interface ApiServerOptions {
   historyLimit?: number;
   /** Service cluster IP ranges, one per family; default 10.96.0.0/12 and fd00:10:96::/108. */
   serviceCidrs?: readonly string[];
+  /**
+   * Whether created and updated objects of the built-in kinds are checked against the Kubernetes schemas and refused
+   * as kube-apiserver refuses them (400 for a field of the wrong type, 422 Invalid for a missing required field or an
+   * unsupported value). Default true. `false` stores anything, for tests that feed bad objects to the agent on
+   * purpose; `{ except: ['pods'] }` validates every resource but the plurals listed. Seeds are validated too.
+   */
+  validation?: boolean | { except: readonly string[] };
+}
+
+/** Per-write options of the programmatic API. */
+export interface WriteRequestOptions {
+  /** Check this object against its schema (true) or store it as it is (false); default: `server.validation`. */
+  validate?: boolean;
+}
+
+/** The schema validation switch of a running server; resources are plurals (`pods`, `networkpolicies`). */
+export interface ApiServerValidation {
+  isEnabled(resource: string): boolean;
+  /** Validates writes to every resource, or to one. */
+  enable(resource?: string): void;
+  /** Stores anything written to every resource, or to one. */
+  disable(resource?: string): void;
 }
 
 export interface ListSelectors {
@@ -55,22 +79,40 @@ export interface ApiServer {
   readonly faults: ApiServerFaults;
   /** Every API request the server answered, with its Kubernetes verb and resource. */
   readonly requests: RequestLog;
+  /** Turns schema validation on or off while the server runs, for every resource or one. */
+  readonly validation: ApiServerValidation;
   /** The current (global) resourceVersion. */
   readonly resourceVersion: string;
   /** Writes a kubeconfig (no credentials, context 'embedded') to `path` or a temporary file; returns the path. */
   writeKubeconfig(path?: string): Promise<string>;
   kubeconfigYaml(): string;
-  create(obj: KubeObjectInput): KubeObject;
+  create(obj: KubeObjectInput, options?: WriteRequestOptions): KubeObject;
   get(apiVersion: string, kind: string, namespace: string | undefined, name: string): KubeObject | undefined;
   list(apiVersion: string, kind: string, namespace?: string, selectors?: ListSelectors): KubeObject[];
   /** Replaces an object (not its status, for kinds with a status subresource); 409 on a stale resourceVersion. */
-  update(obj: KubeObjectInput): KubeObject;
+  update(obj: KubeObjectInput, options?: WriteRequestOptions): KubeObject;
   /** Replaces only the status, as a PUT to the status subresource does. */
-  updateStatus(obj: KubeObjectInput): KubeObject;
+  updateStatus(obj: KubeObjectInput, options?: WriteRequestOptions): KubeObject;
   /** Creates the object, or replaces it (ignoring resourceVersion) when it exists. */
-  upsert(obj: KubeObjectInput): KubeObject;
-  patch(apiVersion: string, kind: string, namespace: string | undefined, name: string, patch: unknown, type?: PatchType): KubeObject;
-  patchStatus(apiVersion: string, kind: string, namespace: string | undefined, name: string, patch: unknown, type?: PatchType): KubeObject;
+  upsert(obj: KubeObjectInput, options?: WriteRequestOptions): KubeObject;
+  patch(
+    apiVersion: string,
+    kind: string,
+    namespace: string | undefined,
+    name: string,
+    patch: unknown,
+    type?: PatchType,
+    options?: WriteRequestOptions,
+  ): KubeObject;
+  patchStatus(
+    apiVersion: string,
+    kind: string,
+    namespace: string | undefined,
+    name: string,
+    patch: unknown,
+    type?: PatchType,
+    options?: WriteRequestOptions,
+  ): KubeObject;
   delete(apiVersion: string, kind: string, namespace: string | undefined, name: string): KubeObject;
   /** The number of open watch streams, optionally on one resource (a plural, e.g. 'pods'). */
   openWatches(resource?: string): number;
@@ -101,15 +143,25 @@ async function temporaryKubeconfigDir(): Promise<string> {
 export async function startApiServer(options: ApiServerOptions = {}): Promise<ApiServer> {
   const host = options.host ?? '127.0.0.1';
   const registry = new ResourceRegistry();
+  const validationOption = options.validation ?? true;
+  const validation = new SchemaValidation(
+    await loadSchemaValidators(),
+    validationOption !== false,
+    typeof validationOption === 'object' ? validationOption.except : [],
+  );
   const store = new ObjectStore({
     registry,
     historyLimit: options.historyLimit ?? 1000,
     serviceCidrs: options.serviceCidrs ?? ['10.96.0.0/12', 'fd00:10:96::/108'],
+    validation,
   });
+  const writeOptions = (request: WriteRequestOptions | undefined): WriteOptions =>
+    request?.validate === undefined ? {} : { validate: request.validate };
   const watches = new WatchStreams(store, options.bookmarkIntervalMs ?? 1000);
   const faults = new FaultInjector(
     (resource) => watches.close(resource),
     () => store.compactHistory(),
+    (resource, line) => watches.writeLine(resource, line),
   );
   const requests = new RequestLogImpl();
   const temporaryDirs: string[] = [];
@@ -154,6 +206,7 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
     registry,
     faults,
     requests,
+    validation,
     get resourceVersion() {
       return String(store.resourceVersion);
     },
@@ -168,9 +221,9 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
       await writeFile(target, kubeconfigYaml(url), { mode: 0o600 });
       return target;
     },
-    create(input) {
+    create(input, request) {
       const obj = asObject(input);
-      return store.create(resourceOf(obj.apiVersion, obj.kind), obj);
+      return store.create(resourceOf(obj.apiVersion, obj.kind), obj, writeOptions(request));
     },
     get(apiVersion, kind, namespace, name) {
       return store.tryGet(resourceOf(apiVersion, kind), namespace ?? 'default', name);
@@ -182,27 +235,30 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
         fieldSelector: parseFieldSelector(selectors.fieldSelector, resource),
       });
     },
-    update(input) {
+    update(input, request) {
       const obj = asObject(input);
-      return store.update(resourceOf(obj.apiVersion, obj.kind), obj);
+      return store.update(resourceOf(obj.apiVersion, obj.kind), obj, writeOptions(request));
     },
-    updateStatus(input) {
-      const obj = asObject(input);
-      const resource = resourceOf(obj.apiVersion, obj.kind);
-      return store.update(resource, obj, resource.hasStatusSubresource ? { subresource: 'status' } : {});
-    },
-    upsert(input) {
+    updateStatus(input, request) {
       const obj = asObject(input);
       const resource = resourceOf(obj.apiVersion, obj.kind);
-      if (!store.tryGet(resource, obj.metadata.namespace, obj.metadata.name ?? '')) return store.create(resource, obj);
-      return store.update(resource, { ...obj, metadata: { ...obj.metadata, resourceVersion: undefined } });
+      return store.update(resource, obj, { ...writeOptions(request), ...(resource.hasStatusSubresource && { subresource: 'status' as const }) });
     },
-    patch(apiVersion, kind, namespace, name, patch, type = 'merge') {
-      return store.patch(resourceOf(apiVersion, kind), namespace ?? 'default', name, type, patch);
+    upsert(input, request) {
+      const obj = asObject(input);
+      const resource = resourceOf(obj.apiVersion, obj.kind);
+      if (!store.tryGet(resource, obj.metadata.namespace, obj.metadata.name ?? '')) return store.create(resource, obj, writeOptions(request));
+      return store.update(resource, { ...obj, metadata: { ...obj.metadata, resourceVersion: undefined } }, writeOptions(request));
     },
-    patchStatus(apiVersion, kind, namespace, name, patch, type = 'merge') {
+    patch(apiVersion, kind, namespace, name, patch, type = 'merge', request) {
+      return store.patch(resourceOf(apiVersion, kind), namespace ?? 'default', name, type, patch, writeOptions(request));
+    },
+    patchStatus(apiVersion, kind, namespace, name, patch, type = 'merge', request) {
       const resource = resourceOf(apiVersion, kind);
-      return store.patch(resource, namespace ?? 'default', name, type, patch, resource.hasStatusSubresource ? { subresource: 'status' } : {});
+      return store.patch(resource, namespace ?? 'default', name, type, patch, {
+        ...writeOptions(request),
+        ...(resource.hasStatusSubresource && { subresource: 'status' as const }),
+      });
     },
     delete(apiVersion, kind, namespace, name) {
       return store.delete(resourceOf(apiVersion, kind), namespace ?? 'default', name);

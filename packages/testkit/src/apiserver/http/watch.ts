@@ -27,6 +27,7 @@ export interface WatchParameters {
 interface OpenWatch {
   resource: ResourceType;
   end(): void;
+  writeLine(line: string): void;
 }
 
 /** Parses a watch's resourceVersion: undefined means "current state first, then changes". */
@@ -61,6 +62,17 @@ export class WatchStreams {
       closed++;
     }
     return closed;
+  }
+
+  /** Writes a raw line to the open streams on one resource (fault injection); returns how many got it. */
+  writeLine(resource: string, line: string): number {
+    let written = 0;
+    for (const watch of this.open) {
+      if (watch.resource.plural !== resource) continue;
+      watch.writeLine(line);
+      written++;
+    }
+    return written;
   }
 
   start(response: ServerResponse, params: WatchParameters): void {
@@ -109,6 +121,9 @@ export class WatchStreams {
         unsubscribe();
         for (const timer of timers) clearTimeout(timer);
         response.end();
+      },
+      writeLine: (line) => {
+        if (!response.writableEnded) response.write(`${line}\n`);
       },
     };
     this.open.add(watch);

@@ -14,6 +14,7 @@ import { applyCreateDefaults, applyUpdateDefaults } from './defaults.js';
 import type { StoreEvent } from './history.js';
 import { EventHistory } from './history.js';
 import { generateNameSuffix, newUid, nowTimestamp, serverOwnedMetadata } from './object-meta.js';
+import type { SchemaValidation } from './schema-validation.js';
 import { ServiceAddressAllocator } from './service-allocator.js';
 import { validateMetadataMaps, validateName } from './validation.js';
 
@@ -25,6 +26,11 @@ export interface Selectors {
 export interface WriteOptions {
   /** Validate and compute the result without storing it (`?dryRun=All`). */
   dryRun?: boolean;
+  /**
+   * Check the object's labels, annotations and fields against its Kubernetes schema (its name is always checked);
+   * default: as the server's SchemaValidation says for the resource.
+   */
+  validate?: boolean;
 }
 
 export interface UpdateOptions extends WriteOptions {
@@ -40,6 +46,7 @@ export interface StoreOptions {
   registry: ResourceRegistry;
   historyLimit: number;
   serviceCidrs: readonly string[];
+  validation: SchemaValidation;
 }
 
 type StoreListener = (event: StoreEvent) => void;
@@ -71,12 +78,14 @@ export class ObjectStore {
   private readonly history: EventHistory;
   private readonly listeners = new Set<StoreListener>();
   private readonly allocator: ServiceAddressAllocator;
+  private readonly validation: SchemaValidation;
   private revision = 0;
 
   constructor(options: StoreOptions) {
     this.registry = options.registry;
     this.history = new EventHistory(options.historyLimit);
     this.allocator = new ServiceAddressAllocator(options.serviceCidrs);
+    this.validation = options.validation;
   }
 
   get resourceVersion(): number {
@@ -147,8 +156,12 @@ export class ObjectStore {
     }
     for (const field of serverOwnedMetadata) delete obj.metadata[field];
 
-    const causes = [...validateName(resource, name), ...validateMetadataMaps(obj.metadata)];
-    if (causes.length === 0) causes.push(...applyCreateDefaults(obj, this.defaultingContext()));
+    const validate = this.validates(resource, options);
+    const causes = [...validateName(resource, name), ...(validate ? validateMetadataMaps(obj.metadata) : [])];
+    if (causes.length > 0) throw invalid(resource, name ?? '', causes);
+    // Before the defaults, as a real server decodes before it defaults: they would hide a spec that is not an object.
+    if (validate) this.checkSchema(resource, obj);
+    causes.push(...applyCreateDefaults(obj, this.defaultingContext()));
     if (causes.length > 0) throw invalid(resource, name ?? '', causes);
     if (this.bucket(resource).has(objectKey(obj.metadata.namespace, name as string))) throw alreadyExists(resource, name as string);
 
@@ -175,8 +188,9 @@ export class ObjectStore {
     if (options.subresource === 'status') {
       next = { ...current, status: incoming.status };
       if (incoming.status === undefined) delete next.status;
+      if (this.validates(resource, options)) this.checkSchema(resource, next, 'status');
     } else {
-      const causes = validateMetadataMaps(incoming.metadata);
+      const causes = this.validates(resource, options) ? validateMetadataMaps(incoming.metadata) : [];
       if (causes.length > 0) throw invalid(resource, name, causes);
       next = { ...incoming, metadata: { ...incoming.metadata } };
       const metadata: Record<string, unknown> = next.metadata;
@@ -190,6 +204,7 @@ export class ObjectStore {
         if (current.status === undefined) delete next.status;
         else next.status = current.status;
       }
+      if (this.validates(resource, options)) this.checkSchema(resource, next, resource.hasStatusSubresource ? 'main' : 'all');
       applyUpdateDefaults(next, current);
       if (!isDeepStrictEqual(specOf(next), specOf(current))) next.metadata.generation = (current.metadata.generation ?? 0) + 1;
     }
@@ -262,6 +277,16 @@ export class ObjectStore {
     this.history.append(event);
     for (const listener of this.listeners) listener(event);
     return stored;
+  }
+
+  /** Whether this write is validated beyond its name: labels and annotations, and the schema. */
+  private validates(resource: ResourceType, options: WriteOptions): boolean {
+    return options.validate ?? this.validation.isEnabled(resource.plural);
+  }
+
+  /** Objects are checked in their stored form: events.k8s.io Events as the core Events they are stored as. */
+  private checkSchema(resource: ResourceType, obj: KubeObject, part?: 'status' | 'main' | 'all'): void {
+    this.validation.check(resource.storage?.resource ?? resource, obj, part);
   }
 
   private deleteNamespaceContents(namespace: string): void {
