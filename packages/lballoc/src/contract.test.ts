@@ -1,10 +1,12 @@
 import { runControllerContractSuite } from '@kube-router/controller/contract';
+import { lballocPlugin } from './plugin.js';
 import { createTestAgent, startCluster, waitFor } from './testing/harness.js';
 
 // The faults break the allocator's real dependency, the API server: lists answer 500, or every answer is delayed
 // past the sync timeout. A follower never calls the API, so each fault first waits for this replica to lead.
 runControllerContractSuite({
   name: 'lballoc',
+  plugin: { plugin: lballocPlugin, validOptions: { ranges: ['10.90.0.0/28'] } },
   hangBoundMs: 2_500,
   async setup() {
     const { server, kubeconfig } = await startCluster();

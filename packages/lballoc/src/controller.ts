@@ -11,6 +11,11 @@ export const LBALLOC_CONTROLLER = 'lballoc';
 /** What the allocator needs of the cluster; the plugin wires it to @kube-router/kube. */
 export interface LballocCluster {
   api: CoreV1Api;
+  /**
+   * Lists every Service as plain JSON, so that one of the wrong shape fails alone in planning instead of making the
+   * whole list throw in client-node's deserialiser. Without it, `api.listServiceForAllNamespaces` is used.
+   */
+  listServices?(timeoutMs: number, signal: AbortSignal): Promise<unknown[]>;
   /** Whether this replica holds the allocator's Lease right now. */
   isLeader(): boolean;
   /** Records a Warning event on a Service. Never throws. */
@@ -65,12 +70,18 @@ export function createLballocController(ctx: PluginContext, cluster: LballocClus
     },
     async sync({ progress, signal }) {
       if (!cluster.isLeader()) return;
-      const { items: services } = await callApi(
-        'list services',
-        settings.listTimeoutMs ?? 30_000,
-        (options) => cluster.api.listServiceForAllNamespaces({}, options),
-        signal,
-      );
+      const listTimeoutMs = settings.listTimeoutMs ?? 30_000;
+      // Planning reads every field defensively, so raw JSON items are as good as V1Service objects to it.
+      const services = cluster.listServices
+        ? ((await cluster.listServices(listTimeoutMs, signal)) as V1Service[])
+        : (
+            await callApi(
+              'list services',
+              listTimeoutMs,
+              (options) => cluster.api.listServiceForAllNamespaces({}, options),
+              signal,
+            )
+          ).items;
       const failures = new SyncFailures();
       if (!pool) {
         for (const svc of services) {

@@ -191,4 +191,32 @@ describe('lballoc against the embedded API server', () => {
     expect(ingressOf(server, 'contested')).toEqual(['10.70.0.0']);
     expect(a.writes.filter((w) => w.service === 'default/contested')).toHaveLength(2);
   });
+
+  it('fails each malformed Service alone, with its own event and failure, and serves the others', async () => {
+    const started = await startCluster();
+    server = started.server;
+    const a = createTestAgent(started.kubeconfig, 'solo', { ranges: ['10.60.0.0/29'] });
+    agents = [a];
+    await a.start({ scheduler: false });
+    await waitFor('leader', () => a.isLeader());
+    // Stored as they are, as an API server without validation (or an old object) would hand them out.
+    const lax = { validate: false };
+    server.create({ ...loadBalancer('null-ingress'), status: { loadBalancer: { ingress: [null, { ip: '10.60.0.0' }] } } }, lax);
+    server.create(loadBalancer('scalar-external-ips', { externalIPs: 5 }), lax);
+    server.create(loadBalancer('numeric-ip', { loadBalancerIP: 7 }), lax);
+    server.create(loadBalancer('good-1'));
+    server.create(loadBalancer('good-2'));
+    const outcome = await a.controller.runObservedSync('test');
+    expect(outcome.ok).toBe(false);
+    const message = outcome.ok ? '' : String(outcome.error);
+    for (const name of ['null-ingress', 'scalar-external-ips', 'numeric-ip']) {
+      expect(message).toContain(`service/default/${name}`);
+      await waitFor(`an event on ${name}`, () =>
+        eventsFor(server!, name).some((e) => e.reason === 'LoadBalancerIPAllocationFailed' && /cannot be read/.test(e.message ?? '')),
+      );
+    }
+    expect(message).not.toContain('good-');
+    // The readable address of the malformed Service stays held: nobody else gets 10.60.0.0.
+    expect([...ingressOf(server, 'good-1'), ...ingressOf(server, 'good-2')].sort()).toEqual(['10.60.0.1', '10.60.0.2']);
+  });
 });

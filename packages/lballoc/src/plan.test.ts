@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { planAllocations, REQUESTED_IPS_ANNOTATION, type Decision, type ServiceLike } from './plan.js';
 import { AddressPool } from './pool.js';
 
@@ -182,5 +182,110 @@ describe('planAllocations', () => {
     // Not reused within the same walk: the status still holds it until the release is written.
     expect(planned.next?.action).toBe('assign');
     expect(planned.next).not.toMatchObject({ added: ['10.0.0.3'] });
+  });
+
+  it('fails each malformed Service alone, keeps what it holds held, and serves the others', () => {
+    const pool = new AddressPool(['10.0.0.0/29']);
+    const malformed = (name: string, patch: (service: ServiceLike) => void): ServiceLike => {
+      const service = svc(name);
+      patch(service);
+      return service;
+    };
+    const bad = [
+      malformed('null-ingress', (s) => Object.assign(s, { status: { loadBalancer: { ingress: [null, { ip: '10.0.0.0' }] } } })),
+      malformed('scalar-ingress', (s) => Object.assign(s, { status: { loadBalancer: { ingress: 5 } } })),
+      malformed('scalar-external-ips', (s) => Object.assign(s.spec!, { externalIPs: 5 })),
+      malformed('numeric-external-ip', (s) => Object.assign(s.spec!, { externalIPs: ['10.0.0.1', 7] })),
+      malformed('numeric-ip', (s) => Object.assign(s.spec!, { loadBalancerIP: 7 })),
+      malformed('numeric-annotation', (s) => Object.assign(s.metadata!, { annotations: { [REQUESTED_IPS_ANNOTATION]: 10 } })),
+      malformed('scalar-families', (s) => Object.assign(s.spec!, { ipFamilies: 5, clusterIPs: 'x' })),
+    ];
+    const good = [svc('good-1'), svc('good-2')];
+    const list = [...bad, null, 'garbage', ...good] as unknown as ServiceLike[];
+    const planned = decisions(planAllocations(list, pool, defaults));
+    expect(planned['null-ingress']).toEqual({
+      action: 'fail',
+      reason: 'the Service cannot be read: status.loadBalancer.ingress: entry 0 is null, expected an object',
+    });
+    expect(planned['scalar-ingress']).toEqual({
+      action: 'fail',
+      reason: 'the Service cannot be read: status.loadBalancer.ingress: expected a list, got number 5',
+    });
+    expect(planned['scalar-external-ips']).toEqual({
+      action: 'fail',
+      reason: 'the Service cannot be read: spec.externalIPs: expected a list of addresses, got number 5',
+    });
+    expect(planned['numeric-external-ip']?.action).toBe('fail');
+    expect(planned['numeric-ip']).toEqual({
+      action: 'fail',
+      reason: 'the Service cannot be read: requested addresses: spec.loadBalancerIP is number 7, expected a string',
+    });
+    expect(planned['numeric-annotation']).toMatchObject({ action: 'fail', reason: expect.stringContaining(REQUESTED_IPS_ANNOTATION) });
+    // ipFamilies of the wrong type is read as absent, as for a Service the API server has not defaulted.
+    expect(planned['scalar-families']?.action).toBe('assign');
+    // 10.0.0.0 and 10.0.0.1 are what the malformed Services could still be read to hold.
+    expect(planned['good-1']).toMatchObject({ action: 'assign', added: ['10.0.0.3'] });
+    expect(planned['good-2']).toMatchObject({ action: 'assign', added: ['10.0.0.4'] });
+  });
+
+  it('takes an address from a younger Service that requests it while an older one lists and requests it', () => {
+    const pool = new AddressPool(['10.0.0.0/30']);
+    const older = svc('older', { externalIPs: ['10.0.0.1'], loadBalancerIP: '10.0.0.1' });
+    const younger = svc('younger', { loadBalancerIP: '10.0.0.1' }, { status: { loadBalancer: { ingress: [{ ip: '10.0.0.1' }] } } });
+    const planned = decisions(planAllocations([younger, older], pool, defaults));
+    expect(planned.older).toEqual({ action: 'assign', ingress: ['10.0.0.1'], added: ['10.0.0.1'], problems: [], repairs: [] });
+    expect(planned.younger).toEqual({
+      action: 'assign',
+      ingress: [],
+      added: [],
+      problems: ['requested address 10.0.0.1 is in use by default/older'],
+      repairs: ['address 10.0.0.1 is also held by default/older'],
+    });
+  });
+
+  it('takes a contested address even from a Service it can do nothing else for', () => {
+    const pool = new AddressPool(['10.0.0.0/30']);
+    const older = svc('older', {}, { status: { loadBalancer: { ingress: [{ ip: '10.0.0.1' }] } } });
+    const younger = svc(
+      'younger',
+      { ipFamilyPolicy: 'RequireDualStack' },
+      { status: { loadBalancer: { ingress: [{ ip: '10.0.0.1' }] } } },
+    );
+    expect(decisions(planAllocations([older, younger], pool, defaults)).younger).toEqual({
+      action: 'assign',
+      ingress: [],
+      added: [],
+      problems: ['RequireDualStack but no IPv6 range is configured'],
+      repairs: ['address 10.0.0.1 is also held by default/older'],
+    });
+  });
+
+  it('scans an exhausted pool once per walk, not once per waiting Service', () => {
+    const pool = new AddressPool(['10.0.0.0/28']);
+    const holders = Array.from({ length: 16 }, (_, i) =>
+      svc(`holder-${i}`, {}, { status: { loadBalancer: { ingress: [{ ip: `10.0.0.${i}` }] } } }),
+    );
+    const waiting = Array.from({ length: 20 }, (_, i) => svc(`waiting-${i}`));
+    const allocate = vi.spyOn(pool, 'allocate');
+    const planned = planAllocations([...holders, ...waiting], pool, defaults);
+    expect(allocate).toHaveBeenCalledTimes(1);
+    expect(planned.filter((p) => p.decision.action === 'fail')).toHaveLength(20);
+  });
+
+  it('hands the address a failing RequireDualStack Service took back to the next Service, but keeps a requested one reserved', () => {
+    const pool = new AddressPool(['10.0.0.0/32', '2001:db8::/128']);
+    const holder = svc('holder', { ipFamilies: ['IPv6'] }, { status: { loadBalancer: { ingress: [{ ip: '2001:db8::' }] } } });
+    // Takes 10.0.0.0, finds IPv6 exhausted, and gives 10.0.0.0 back.
+    const dual = svc('dual', { ipFamilyPolicy: 'RequireDualStack', ipFamilies: ['IPv4', 'IPv6'] });
+    const v4 = svc('v4');
+    const planned = decisions(planAllocations([holder, dual, v4], pool, defaults));
+    expect(planned.dual?.action).toBe('fail');
+    expect(planned.v4).toMatchObject({ action: 'assign', added: ['10.0.0.0'] });
+
+    const requesting = svc('requesting', { ipFamilyPolicy: 'RequireDualStack', ipFamilies: ['IPv4', 'IPv6'], loadBalancerIP: '10.0.0.0' });
+    const later = svc('later');
+    const again = decisions(planAllocations([holder, requesting, later], pool, defaults));
+    expect(again.requesting?.action).toBe('fail');
+    expect(again.later).toEqual({ action: 'fail', reason: 'the IPv4 pool is exhausted (1 addresses in use)' });
   });
 });

@@ -1,13 +1,17 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { definePlugin } from '@kube-router/controller';
-import { KubeServices } from '@kube-router/kube';
+import { KubeServices, listPage } from '@kube-router/kube';
 import { z } from 'zod';
 import { createLballocController, LBALLOC_CONTROLLER } from './controller.js';
+
+/** Services per page of the allocator's list. */
+const LIST_PAGE_SIZE = 500;
 
 /** kube-router's Lease name for the allocator. */
 export const LBALLOC_LEASE = 'kube-router-lballoc';
 
-export const lballocOptions = z.object({
+/** Unknown keys are refused (`range` for `ranges` would otherwise be dropped silently and fail much later). */
+export const lballocOptions = z.strictObject({
   /** --loadbalancer-ip-range, repeatable: CIDRs (or first-last ranges) of either family. */
   ranges: z.array(z.string()).default([]),
   /** --loadbalancer-default-class: also serve Services with no class or class `default`. */
@@ -37,6 +41,29 @@ export const lballocPlugin = definePlugin({
       ctx,
       {
         api: kube.kubeConfig.makeApiClient(CoreV1Api),
+        async listServices(timeoutMs, signal) {
+          const items: unknown[] = [];
+          const seen = new Set<string>();
+          let token: string | undefined;
+          do {
+            if (token !== undefined) {
+              // A server that hands out one continue token twice would keep this loop going for ever.
+              if (seen.has(token)) throw new Error('list services: the API server repeated a continue token');
+              seen.add(token);
+            }
+            const page = await listPage(
+              kube.kubeConfig,
+              '/api/v1/services',
+              { limit: LIST_PAGE_SIZE, continue: token },
+              'list services',
+              timeoutMs,
+              signal,
+            );
+            items.push(...page.items);
+            token = page.continueToken;
+          } while (token !== undefined);
+          return items;
+        },
         isLeader: () => elector.isLeader(),
         // List items come without kind and apiVersion, as from a real API server; the event needs both.
         warn: (service, reason, message) =>

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AddressPool, canonical, InvalidRangeError } from './pool.js';
+import { AddressPool, canonical, InvalidRangeError, validateLoadBalancerIPRanges } from './pool.js';
 
 const none = () => false;
 
@@ -41,6 +41,17 @@ describe('AddressPool', () => {
     ['banana', /not a CIDR/],
     ['10.0.0.9-10.0.0.1', /last address comes before the first/],
     ['10.0.0.1-2001:db8::1', /one family/],
+    ['10.0.0.1-10.0.0.5-garbage', /expected <first>-<last> with two addresses/],
+    ['10.0.0.0/08', /not a CIDR/],
+    ['10.0.0.0/', /not a CIDR/],
+    ['010.0.0.0/8', /not a CIDR/],
+    ['fe80::/64%eth0', /not a CIDR/],
+    ['::ffff:10.0.0.0/126', /IPv4-mapped/],
+    ['::ffff:10.0.0.1-::ffff:10.0.0.9', /IPv4-mapped/],
+    ['::/0', /IPv4-mapped/],
+    ['::/80', /IPv4-mapped/],
+    ['::fffe:ffff:ffff-::1:0:0:0', /IPv4-mapped/],
+    ['::/128', /only the unspecified address/],
   ])('rejects %s with a clear error', (range, message) => {
     expect(() => new AddressPool([range])).toThrow(InvalidRangeError);
     expect(() => new AddressPool([range])).toThrow(message);
@@ -54,5 +65,22 @@ describe('AddressPool', () => {
     expect(canonical('2001:0DB8::0001')).toBe('2001:db8::1');
     expect(canonical('::ffff:10.1.2.3')).toBe('10.1.2.3');
     expect(canonical('10.1.2')).toBeUndefined();
+  });
+
+  it('never hands out the unspecified address', () => {
+    expect(new AddressPool(['::/126']).allocate('IPv6', none)).toBe('::1');
+    const v4 = new AddressPool(['0.0.0.0/31']);
+    expect(v4.size('IPv4')).toBe(1n);
+    expect(v4.allocate('IPv4', none)).toBe('0.0.0.1');
+  });
+
+  it('lists every problem of a range list at once, each naming the flag', () => {
+    expect(validateLoadBalancerIPRanges(['10.0.0.0/24', '2001:db8::/120'])).toEqual([]);
+    expect(validateLoadBalancerIPRanges(['10.0.0.0/08', 'banana', '10.1.0.0/24', '10.1.0.128/25', '::ffff:10.0.0.0/126'])).toEqual([
+      'invalid --loadbalancer-ip-range "10.0.0.0/08": not a CIDR such as 10.0.0.0/24',
+      'invalid --loadbalancer-ip-range "banana": not a CIDR such as 10.0.0.0/24',
+      'invalid --loadbalancer-ip-range "::ffff:10.0.0.0/126": covers IPv4-mapped IPv6 addresses (::ffff:0:0/96); use an IPv4 range instead',
+      'invalid --loadbalancer-ip-range "10.1.0.128/25": overlaps 10.1.0.0/24',
+    ]);
   });
 });

@@ -31,19 +31,12 @@ export class AddressPool {
     IPv6: { range: 0, next: 0n },
   };
 
-  /** Throws InvalidRangeError naming the first bad range. */
+  /** Throws InvalidRangeError naming the first bad range (validateLoadBalancerIPRanges lists them all). */
   constructor(ranges: readonly string[]) {
-    for (const text of ranges) {
-      const range = parseRange(text);
-      this.#ranges[range.family].push(range);
-    }
+    const { parsed, errors } = parseRanges(ranges);
+    if (errors[0]) throw errors[0];
+    for (const range of parsed) this.#ranges[range.family].push(range);
     for (const family of ['IPv4', 'IPv6'] as const) {
-      const sorted = [...this.#ranges[family]].sort((a, b) => (a.first < b.first ? -1 : 1));
-      for (let i = 1; i < sorted.length; i++) {
-        if (sorted[i]!.first <= sorted[i - 1]!.last) {
-          throw new InvalidRangeError(sorted[i]!.text, `overlaps ${sorted[i - 1]!.text}`);
-        }
-      }
       this.#cursor[family] = { range: 0, next: this.#ranges[family][0]?.first ?? 0n };
     }
   }
@@ -91,6 +84,34 @@ export class AddressPool {
   }
 }
 
+/**
+ * Every problem of a --loadbalancer-ip-range list at once, each naming the flag and the range, for refusing a bad
+ * list at start; empty when AddressPool accepts the list.
+ */
+export function validateLoadBalancerIPRanges(ranges: readonly string[]): string[] {
+  return parseRanges(ranges).errors.map((error) => error.message);
+}
+
+function parseRanges(ranges: readonly string[]): { parsed: Range[]; errors: InvalidRangeError[] } {
+  const parsed: Range[] = [];
+  const errors: InvalidRangeError[] = [];
+  for (const text of ranges) {
+    try {
+      parsed.push(parseRange(text));
+    } catch (error) {
+      errors.push(error instanceof InvalidRangeError ? error : new InvalidRangeError(String(text), String(error)));
+    }
+  }
+  for (const family of ['IPv4', 'IPv6'] as const) {
+    const sorted = parsed.filter((r) => r.family === family).sort((a, b) => (a.first < b.first ? -1 : a.first > b.first ? 1 : 0));
+    for (let i = 1; i < sorted.length; i++) {
+      const [previous, range] = [sorted[i - 1]!, sorted[i]!];
+      if (range.first <= previous.last) errors.push(new InvalidRangeError(range.text, `overlaps ${previous.text}`));
+    }
+  }
+  return { parsed, errors };
+}
+
 /** The canonical text of an address (`2001:db8::1`, never `2001:0db8:0:0::1`), or undefined if it is not one. */
 export function canonical(address: string): string | undefined {
   const parsed = parseAddress(address);
@@ -112,26 +133,53 @@ function parseAddress(text: string): { family: Family; value: bigint } | undefin
   return { family, value: bytesToBigInt(address.toByteArray()) };
 }
 
+/** ::ffff:0:0/96: IPv4 addresses written as IPv6, which canonical() turns back into IPv4. */
+const IPV4_MAPPED_FIRST = 0xffff_0000_0000n;
+const IPV4_MAPPED_LAST = 0xffff_ffff_ffffn;
+const CIDR = /^([^/]+)\/(0|[1-9][0-9]{0,2})$/;
+
 function parseRange(text: string): Range {
+  if (typeof text !== 'string') throw new InvalidRangeError(String(text), 'expected a string');
   const trimmed = text.trim();
+  let range: Range;
   if (trimmed.includes('-')) {
-    const [startText = '', endText = ''] = trimmed.split('-').map((s) => s.trim());
-    const start = parseAddress(startText);
-    const end = parseAddress(endText);
+    const parts = trimmed.split('-').map((s) => s.trim());
+    const start = parts.length === 2 ? parseExactAddress(parts[0]!) : undefined;
+    const end = parts.length === 2 ? parseExactAddress(parts[1]!) : undefined;
     if (!start || !end) throw new InvalidRangeError(text, 'expected <first>-<last> with two addresses');
     if (start.family !== end.family) throw new InvalidRangeError(text, 'both ends must be of one family');
     if (end.value < start.value) throw new InvalidRangeError(text, 'the last address comes before the first');
-    return { family: start.family, first: start.value, last: end.value, text };
+    range = { family: start.family, first: start.value, last: end.value, text };
+  } else {
+    const match = CIDR.exec(trimmed);
+    const address = match ? parseExactAddress(match[1]!) : undefined;
+    const bits = address?.family === 'IPv4' ? 32 : 128;
+    const prefix = Number(match?.[2]);
+    // A prefix length is plain decimal: `/08` is refused as Go's net.ParseCIDR refuses it.
+    if (!address || !(prefix <= bits)) throw new InvalidRangeError(text, 'not a CIDR such as 10.0.0.0/24');
+    const hostBits = BigInt(bits - prefix);
+    const first = (address.value >> hostBits) << hostBits;
+    if (first !== address.value) {
+      throw new InvalidRangeError(text, `host bits set; did you mean ${toText(address.family, first)}/${prefix}?`);
+    }
+    range = { family: address.family, first, last: first + (1n << hostBits) - 1n, text };
   }
-  if (!ipaddr.isValidCIDR(trimmed)) throw new InvalidRangeError(text, 'not a CIDR such as 10.0.0.0/24');
-  const [network, prefix] = ipaddr.parseCIDR(trimmed);
-  const family: Family = network.kind() === 'ipv4' ? 'IPv4' : 'IPv6';
-  const bits = family === 'IPv4' ? 32 : 128;
-  const hostBits = BigInt(bits - prefix);
-  const value = bytesToBigInt(network.toByteArray());
-  const first = (value >> hostBits) << hostBits;
-  if (first !== value) throw new InvalidRangeError(text, `host bits set; did you mean ${toText(family, first)}/${prefix}?`);
-  return { family, first, last: first + (1n << hostBits) - 1n, text };
+  if (range.family === 'IPv6' && range.first <= IPV4_MAPPED_LAST && range.last >= IPV4_MAPPED_FIRST) {
+    // Its addresses read back as IPv4 ones, so the pool could neither tell them in use nor keep the families apart.
+    throw new InvalidRangeError(text, 'covers IPv4-mapped IPv6 addresses (::ffff:0:0/96); use an IPv4 range instead');
+  }
+  // The unspecified address (0.0.0.0, ::) means "no address" to every consumer of a Service's status.
+  if (range.first === 0n) range = { ...range, first: 1n };
+  if (range.first > range.last) throw new InvalidRangeError(text, 'holds only the unspecified address');
+  return range;
+}
+
+/** An address as written, without mapping IPv4-mapped IPv6 to IPv4 (a range must say which family it is). */
+function parseExactAddress(text: string): { family: Family; value: bigint } | undefined {
+  if (!ipaddr.IPv6.isValid(text) && !ipaddr.IPv4.isValidFourPartDecimal(text)) return undefined;
+  if (text.includes('%')) return undefined;
+  const address = ipaddr.parse(text);
+  return { family: address.kind() === 'ipv4' ? 'IPv4' : 'IPv6', value: bytesToBigInt(address.toByteArray()) };
 }
 
 function bytesToBigInt(bytes: number[]): bigint {

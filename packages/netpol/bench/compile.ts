@@ -166,6 +166,87 @@ function scenario(policyCount: number, rounds = 5): Scenario {
   };
 }
 
+/**
+ * The cases where one valid policy used to cost (peers x pods) on every pod change anywhere: an egress rule with many
+ * ipBlock peers and a named port, and many policies allowing egress to any peer on a named port. Each measures the
+ * recompile after one pod change: a remote pod outside every block relabelled, and a pod inside the blocks moved to a
+ * new address (the change that has to re-resolve the named port).
+ */
+interface PodChangeScenario {
+  readonly label: string;
+  readonly full: number;
+  readonly remoteRelabel: number;
+  readonly peerMoved: number;
+  readonly recompiled: number;
+}
+
+/** `count` /32 blocks; every fourth one covers a pod's IPv4 address, the others lie outside the pod network. */
+function ipBlocks(count: number): { ipBlock: { cidr: string } }[] {
+  return Array.from({ length: count }, (_, i) => {
+    const podIndex = i / 4;
+    const cidr =
+      i % 4 === 0
+        ? `10.1.${Math.floor(podIndex / 256) % 20}.${podIndex % 256}/32`
+        : `100.${64 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}/32`;
+    return { ipBlock: { cidr } };
+  });
+}
+
+function blocksPolicy(blocks: number): NetworkPolicyLike[] {
+  return [
+    {
+      metadata: { namespace: 'ns-0', name: `egress-${blocks}-blocks` },
+      spec: {
+        podSelector: {},
+        policyTypes: ['Egress'],
+        egress: [{ to: ipBlocks(blocks), ports: [{ port: 'http' }] }],
+      },
+    },
+  ];
+}
+
+function anyPeerPolicies(count: number): NetworkPolicyLike[] {
+  return Array.from({ length: count }, (_, i) => ({
+    metadata: { namespace: `ns-${i % NAMESPACES}`, name: `egress-any-${i}` },
+    spec: {
+      podSelector: { matchLabels: { app: `app-${i % APPS}` } },
+      policyTypes: ['Egress'],
+      egress: [{ ports: [{ port: 'http' }] }],
+    },
+  }));
+}
+
+const CHANGES_PER_ROUND = 5;
+
+function podChangeScenario(label: string, policies: NetworkPolicyLike[], rounds: number): PodChangeScenario {
+  const pods = Array.from({ length: PODS }, (_, i) => makePod(i));
+  const nsList = namespaces();
+  const full: number[] = [];
+  const remote: number[] = [];
+  const moved: number[] = [];
+  let recompiled = 0;
+  for (let round = 0; round < rounds; round++) {
+    const compiler = new PolicyCompiler({ nodeName: NODE });
+    full.push(time(() => compiler.compile({ pods, namespaces: nsList, policies })));
+    // Several changes per compiler, so that the medians show the steady state rather than the first, cold run.
+    let current = pods;
+    for (let change = 0; change < CHANGES_PER_ROUND; change++) {
+      // pod-4001 runs on node-01, is covered by no block (its address is beyond the first 250 pods') and gets a label.
+      const relabelled = [...current];
+      relabelled[4001] = makePod(4001, { app: 'app-1', tier: 'backend', release: `x${round}-${change}` });
+      remote.push(time(() => compiler.compile({ pods: relabelled, namespaces: nsList, policies })));
+      // pod-4 (inside a block, with the named port) moves to a new address inside another block.
+      const movedPods = [...relabelled];
+      const address = `10.1.0.${200 + change}`;
+      movedPods[4] = { ...makePod(4), status: { phase: 'Running', podIP: address, podIPs: [{ ip: address }] } };
+      moved.push(time(() => compiler.compile({ pods: movedPods, namespaces: nsList, policies })));
+      current = movedPods;
+    }
+    recompiled = compiler.lastStats.policiesRecompiled;
+  }
+  return { label, full: median(full), remoteRelabel: median(remote), peerMoved: median(moved), recompiled };
+}
+
 const LABEL_WIDTH = 40;
 const ms = (value: number) => `${value.toFixed(1)} ms`.padStart(9);
 // Warm the JIT first so that the first measured compile is not mostly compilation of the compiler.
@@ -205,3 +286,61 @@ console.log(
     `one-pod recompile x${(doubled.remotePeerLabel / base.remotePeerLabel).toFixed(2)} ` +
     `(the change touches ${base.remotePeerRecompiled} vs ${doubled.remotePeerRecompiled} policies; the others are only checked against the changed pod)`,
 );
+
+const BLOCK_ROUNDS = Number(process.env.BLOCK_ROUNDS ?? 3);
+const podChangeScenarios = [
+  podChangeScenario('1 policy, egress to 1,000 ipBlocks on a named port', blocksPolicy(1_000), BLOCK_ROUNDS),
+  podChangeScenario('1 policy, egress to 20,000 ipBlocks on a named port', blocksPolicy(20_000), BLOCK_ROUNDS),
+  podChangeScenario('500 policies, egress to any peer on a named port', anyPeerPolicies(500), BLOCK_ROUNDS),
+];
+console.log(`\nnamed ports beyond selectors (${PODS} pods): one pod change must not cost peers x pods`);
+for (const result of podChangeScenarios) {
+  console.log(`  ${result.label}`);
+  console.log(`    ${'full compile'.padEnd(LABEL_WIDTH + 4)}${ms(result.full)}`);
+  console.log(
+    `    ${'remote pod outside the blocks relabelled'.padEnd(LABEL_WIDTH + 4)}${ms(result.remoteRelabel)}  (${(
+      result.remoteRelabel / result.full
+    ).toFixed(3)} of full)`,
+  );
+  console.log(
+    `    ${'peer pod moved to a new address'.padEnd(LABEL_WIDTH + 4)}${ms(result.peerMoved)}  (${(
+      result.peerMoved / result.full
+    ).toFixed(3)} of full; ${result.recompiled} policies resolved again)`,
+  );
+}
+
+/** The longest the event loop went without a turn while `run` compiled. */
+async function longestBlock(run: () => unknown): Promise<number> {
+  let last = performance.now();
+  let longest = 0;
+  let ticking = true;
+  const tick = () => {
+    const now = performance.now();
+    longest = Math.max(longest, now - last);
+    last = now;
+    if (ticking) setImmediate(tick);
+  };
+  setImmediate(tick);
+  await run();
+  ticking = false;
+  longest = Math.max(longest, performance.now() - last);
+  return longest;
+}
+
+{
+  const pods = Array.from({ length: PODS }, (_, i) => makePod(i));
+  const nsList = namespaces();
+  const policies = Array.from({ length: 1_000 }, (_, i) => makePolicy(i));
+  const input = { pods, namespaces: nsList, policies };
+  const syncBlocks: number[] = [];
+  const asyncBlocks: number[] = [];
+  for (let round = 0; round < 3; round++) {
+    syncBlocks.push(await longestBlock(() => new PolicyCompiler({ nodeName: NODE }).compile(input)));
+    asyncBlocks.push(await longestBlock(() => new PolicyCompiler({ nodeName: NODE }).compileAsync(input)));
+  }
+  console.log(
+    `\nfull compile of ${PODS} pods and 1,000 policies: longest the event loop waits for a turn (wall time, medians)`,
+  );
+  console.log(`  ${'compile()'.padEnd(LABEL_WIDTH + 4)}${ms(median(syncBlocks))}`);
+  console.log(`  ${'compileAsync(), 10 ms slices'.padEnd(LABEL_WIDTH + 4)}${ms(median(asyncBlocks))}`);
+}

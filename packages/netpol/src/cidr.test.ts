@@ -1,5 +1,6 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { cidrContainsIp, cidrStrictlyContains, parseCidr, parseIp } from './cidr.js';
+import { AddressRanges, cidrContainsIp, cidrStrictlyContains, parseCidr, parseIp } from './cidr.js';
 
 describe('parseIp', () => {
   it.each([
@@ -55,5 +56,57 @@ describe('parseCidr', () => {
     expect(cidrContainsIp(outer, parseIp('10.1.0.0')!)).toBe(false);
     expect(cidrContainsIp(parseCidr('::/0'), parseIp('10.0.0.1')!)).toBe(false);
     expect(cidrContainsIp(parseCidr('0.0.0.0/0'), parseIp('255.255.255.255')!)).toBe(true);
+  });
+});
+
+describe('AddressRanges', () => {
+  const block = (cidr: string, except: string[] = []) => ({ cidr: parseCidr(cidr), except: except.map(parseCidr) });
+
+  it('merges blocks and subtracts their excepts', () => {
+    const ranges = new AddressRanges([
+      block('10.0.0.0/24', ['10.0.0.128/25']),
+      block('10.0.1.0/24'),
+      block('10.0.0.0/26'),
+      block('fd00::/64', ['fd00::/65']),
+    ]);
+    const inside = (text: string) => ranges.contains(parseIp(text)!);
+    for (const text of ['10.0.0.0', '10.0.0.127', '10.0.1.0', '10.0.1.255', 'fd00::8000:0:0:0']) {
+      expect(inside(text), text).toBe(true);
+    }
+    for (const text of ['9.255.255.255', '10.0.0.128', '10.0.0.255', '10.0.2.0', 'fd00::1', 'fd01::']) {
+      expect(inside(text), text).toBe(false);
+    }
+    expect(new AddressRanges([]).empty).toBe(true);
+    expect(new AddressRanges([]).contains(parseIp('10.0.0.1')!)).toBe(false);
+  });
+
+  it('agrees with testing each block in turn, for random blocks and addresses', () => {
+    const octet = fc.integer({ min: 0, max: 255 });
+    const address = fc.tuple(fc.constantFrom(10), fc.constantFrom(0, 1), octet, octet).map((parts) => parts.join('.'));
+    const cidr = fc.tuple(address, fc.integer({ min: 8, max: 32 })).map(([ip, prefix]) => parseCidr(`${ip}/${prefix}`));
+    const blockArb = fc
+      .tuple(cidr, fc.array(fc.tuple(address, fc.integer({ min: 9, max: 32 })), { maxLength: 3 }))
+      .map(([outer, holes]) => ({
+        cidr: outer,
+        except: holes
+          .map(([ip, prefix]) => parseCidr(`${ip}/${prefix}`))
+          .filter((hole) => cidrStrictlyContains(outer, hole)),
+      }));
+    fc.assert(
+      fc.property(
+        fc.array(blockArb, { maxLength: 6 }),
+        fc.array(address, { minLength: 1, maxLength: 20 }),
+        (blocks, ips) => {
+          const ranges = new AddressRanges(blocks);
+          for (const text of ips) {
+            const ip = parseIp(text)!;
+            const expected = blocks.some(
+              (b) => cidrContainsIp(b.cidr, ip) && !b.except.some((hole) => cidrContainsIp(hole, ip)),
+            );
+            expect(ranges.contains(ip), text).toBe(expected);
+          }
+        },
+      ),
+    );
   });
 });

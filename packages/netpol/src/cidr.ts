@@ -5,6 +5,8 @@ export interface ParsedIp {
   readonly family: IpFamily;
   /** Canonical text: dotted quad, or RFC 5952 for IPv6. */
   readonly text: string;
+  /** The address as a number, for range lookups without parsing the text again. */
+  readonly value: bigint;
 }
 
 export interface ParsedCidr {
@@ -15,6 +17,9 @@ export interface ParsedCidr {
   readonly prefixLength: number;
   /** The input had host bits set (`10.0.0.1/24`). */
   readonly hadHostBits: boolean;
+  /** The first and last address of the CIDR as numbers. */
+  readonly first: bigint;
+  readonly last: bigint;
 }
 
 /**
@@ -26,19 +31,30 @@ export function parseIp(text: string): ParsedIp | undefined {
   const quad = DOTTED_QUAD.exec(text);
   if (quad) {
     // Every pod has an IPv4 address to read; checking the octets directly avoids building an address object for it.
+    let value = 0;
     for (let i = 1; i <= 4; i++) {
       const octet = quad[i] as string;
       if ((octet.length > 1 && octet.startsWith('0')) || Number(octet) > 255) return undefined;
+      value = value * 256 + Number(octet);
     }
-    return { family: 'ipv4', text };
+    return { family: 'ipv4', text, value: BigInt(value) };
   }
   // ipaddr.js reports invalid input by throwing, which is slow; the shape check keeps most non-addresses off that path.
   if (!text.includes(':') || text.includes('%')) return undefined;
   try {
-    return { family: 'ipv6', text: ipaddr.IPv6.parse(text).toRFC5952String() };
+    const address = ipaddr.IPv6.parse(text);
+    // One BigInt from the hex of the eight 16-bit parts: far cheaper than shifting in sixteen bytes.
+    const hex = address.parts.map((part) => part.toString(16).padStart(4, '0')).join('');
+    return { family: 'ipv6', text: address.toRFC5952String(), value: BigInt(`0x${hex}`) };
   } catch {
     return undefined;
   }
+}
+
+function bytesToBigInt(bytes: readonly number[]): bigint {
+  let value = 0n;
+  for (const byte of bytes) value = (value << 8n) | BigInt(byte);
+  return value;
 }
 
 const DOTTED_QUAD = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/;
@@ -58,12 +74,16 @@ export function parseCidr(text: string): ParsedCidr {
   const prefixLength = Number(prefixText);
   const network = maskAddress(ip, prefixLength);
   const networkText = network.kind() === 'ipv6' ? (network as ipaddr.IPv6).toRFC5952String() : network.toString();
+  const first = bytesToBigInt(network.toByteArray());
+  const hostBits = BigInt(maxPrefix - prefixLength);
   return {
     family: ip.family,
     text: `${networkText}/${prefixLength}`,
     network,
     prefixLength,
     hadHostBits: networkText !== ip.text,
+    first,
+    last: first + (1n << hostBits) - 1n,
   };
 }
 
@@ -91,4 +111,68 @@ export function cidrStrictlyContains(outer: ParsedCidr, inner: ParsedCidr): bool
 
 function addressOf(ip: ParsedIp): ipaddr.IPv4 | ipaddr.IPv6 {
   return ip.family === 'ipv4' ? ipaddr.IPv4.parse(ip.text) : ipaddr.IPv6.parse(ip.text);
+}
+
+/**
+ * The union of several `cidr minus except` blocks as sorted, disjoint address intervals per family, so that whether
+ * an address is inside any of thousands of blocks costs one binary search instead of a test per block.
+ */
+export class AddressRanges {
+  readonly #starts: Record<IpFamily, bigint[]> = { ipv4: [], ipv6: [] };
+  readonly #ends: Record<IpFamily, bigint[]> = { ipv4: [], ipv6: [] };
+
+  constructor(blocks: Iterable<{ readonly cidr: ParsedCidr; readonly except: readonly ParsedCidr[] }>) {
+    const intervals: Record<IpFamily, [bigint, bigint][]> = { ipv4: [], ipv6: [] };
+    for (const { cidr, except } of blocks) intervals[cidr.family].push(...subtract(cidr, except));
+    for (const family of ['ipv4', 'ipv6'] as const) {
+      for (const [start, end] of merge(intervals[family])) {
+        this.#starts[family].push(start);
+        this.#ends[family].push(end);
+      }
+    }
+  }
+
+  get empty(): boolean {
+    return this.#starts.ipv4.length === 0 && this.#starts.ipv6.length === 0;
+  }
+
+  contains(ip: ParsedIp): boolean {
+    const starts = this.#starts[ip.family];
+    let low = 0;
+    let high = starts.length - 1;
+    // The last interval starting at or below the address is the only one that can hold it.
+    while (low <= high) {
+      const middle = (low + high) >> 1;
+      if ((starts[middle] as bigint) <= ip.value) low = middle + 1;
+      else high = middle - 1;
+    }
+    return high >= 0 && ip.value <= (this.#ends[ip.family][high] as bigint);
+  }
+}
+
+function subtract(cidr: ParsedCidr, except: readonly ParsedCidr[]): [bigint, bigint][] {
+  const holes = merge(except.filter((hole) => hole.family === cidr.family).map((hole) => [hole.first, hole.last]));
+  const result: [bigint, bigint][] = [];
+  let next = cidr.first;
+  for (const [start, end] of holes) {
+    if (end < next) continue;
+    if (start > cidr.last) break;
+    if (start > next) result.push([next, start - 1n]);
+    next = end + 1n;
+  }
+  if (next <= cidr.last) result.push([next, cidr.last]);
+  return result;
+}
+
+/** Sorts intervals and joins the overlapping and adjacent ones. */
+function merge(intervals: [bigint, bigint][]): [bigint, bigint][] {
+  const sorted = [...intervals].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const merged: [bigint, bigint][] = [];
+  for (const [start, end] of sorted) {
+    const last = merged[merged.length - 1];
+    if (last && start <= last[1] + 1n) {
+      if (end > last[1]) last[1] = end;
+    } else merged.push([start, end]);
+  }
+  return merged;
 }

@@ -1,5 +1,9 @@
+import type { PerFamily, PodProblem } from './model.js';
 import { namespaceLabels, podView } from './pods.js';
 import type { PodView } from './pods.js';
+import { compareText, sortedUnique } from './sort.js';
+import { runToEnd } from './steps.js';
+import type { Steps } from './steps.js';
 import type { Labels, NamespaceLike, PodLike } from './types.js';
 
 export interface PodChange {
@@ -22,11 +26,20 @@ export interface ClusterChanges {
 export interface ClusterView {
   podsIn(namespace: string): Iterable<PodView>;
   localPodsIn(namespace: string): Iterable<PodView>;
-  allPods(): Iterable<PodView>;
   localPods(): Iterable<PodView>;
   /** Every namespace that has an object or a pod, with its labels. */
   namespaces(): Iterable<readonly [string, Labels]>;
+  /** The pods that define a named port (`name/PROTOCOL`). */
+  podsWithNamedPort(key: string): Iterable<PodView>;
+  /**
+   * A named port resolved against every pod: port number -> the IPs of the pods that give the name that number.
+   * The lists are shared by every caller until a pod defining the port changes; they must not be modified.
+   */
+  namedPortDestinations(key: string): ReadonlyMap<number, PerFamily<readonly string[]>>;
 }
+
+/** Pods read between two yields of updateSteps: about a millisecond of work. */
+const POD_BATCH = 64;
 
 interface PodEntry {
   readonly key: string;
@@ -56,22 +69,32 @@ export class ClusterIndex implements ClusterView {
   readonly #byNamespace = new Map<string, Map<string, PodView>>();
   readonly #localByNamespace = new Map<string, Map<string, PodView>>();
   #namespaces = new Map<string, NamespaceEntry>();
+  readonly #byNamedPort = new Map<string, Map<string, PodView>>();
+  readonly #destinations = new Map<string, ReadonlyMap<number, PerFamily<readonly string[]>>>();
+  readonly #podProblems = new Map<string, readonly PodProblem[]>();
 
   constructor(nodeName: string) {
     this.#nodeName = nodeName;
   }
 
   update(pods: readonly PodLike[], namespaces: readonly NamespaceLike[]): ClusterChanges {
-    const namespaceChanges = this.#updateNamespaces(namespaces);
-    return { pods: this.#updatePods(pods), namespaces: namespaceChanges };
+    return runToEnd(this.updateSteps(pods, namespaces));
   }
 
-  #updatePods(pods: readonly PodLike[]): PodChange[] {
+  /** update() as steps of POD_BATCH pods. */
+  *updateSteps(pods: readonly PodLike[], namespaces: readonly NamespaceLike[]): Steps<ClusterChanges> {
+    const namespaceChanges = this.#updateNamespaces(namespaces);
+    return { pods: yield* this.#updatePods(pods), namespaces: namespaceChanges };
+  }
+
+  *#updatePods(pods: readonly PodLike[]): Steps<PodChange[]> {
     const generation = ++this.#generation;
     const changes: PodChange[] = [];
     let seen = 0;
-    for (const pod of pods) {
-      const known = this.#bySource.get(pod);
+    let visited = 0;
+    for (const pod of readableEntries(pods)) {
+      if (++visited % POD_BATCH === 0) yield;
+      const known = typeof pod === 'object' && pod !== null ? this.#bySource.get(pod) : undefined;
       if (known && this.#pods.get(known.key) === known) {
         if (known.seen !== generation) {
           known.seen = generation;
@@ -79,9 +102,12 @@ export class ClusterIndex implements ClusterView {
         }
         continue;
       }
-      const key = `${pod?.metadata?.namespace ?? ''}/${pod?.metadata?.name ?? ''}`;
+      const read = readPod(pod, this.#nodeName);
+      // Without a string namespace and name a pod can be neither target nor peer; keying it by a coerced name
+      // (['web'] reads as "web") would let it replace the real pod of that name.
+      if (!read) continue;
+      const { key, view } = read;
       const previous = this.#pods.get(key);
-      const view = podView(pod, this.#nodeName);
       const entry: PodEntry = { key, source: pod, view, seen: generation };
       this.#pods.set(key, entry);
       if (typeof pod === 'object' && pod !== null) this.#bySource.set(pod, entry);
@@ -104,15 +130,26 @@ export class ClusterIndex implements ClusterView {
 
   #updateNamespaces(namespaces: readonly NamespaceLike[]): NamespaceChange[] {
     const next = new Map<string, NamespaceEntry>();
-    for (const namespace of namespaces) {
-      const name = namespace?.metadata?.name;
+    for (const namespace of readableEntries(namespaces)) {
+      let name: unknown;
+      try {
+        name = namespace?.metadata?.name;
+      } catch {
+        continue;
+      }
       if (typeof name !== 'string' || name === '') continue;
       const previous = this.#namespaces.get(name);
       if (previous?.source === namespace) {
         next.set(name, previous);
         continue;
       }
-      const labels = namespaceLabels(namespace.metadata?.labels);
+      let labels: Labels;
+      try {
+        labels = namespaceLabels(namespace.metadata?.labels);
+      } catch {
+        // Labels that cannot be read are no labels; the implicit name label still applies.
+        labels = {};
+      }
       next.set(name, { source: namespace, labels, signature: labelSignature(labels) });
     }
     const changes: NamespaceChange[] = [];
@@ -131,13 +168,55 @@ export class ClusterIndex implements ClusterView {
   }
 
   #index(view: PodView): void {
-    indexInto(this.#byNamespace, view);
-    if (view.local) indexInto(this.#localByNamespace, view);
+    indexInto(this.#byNamespace, view.namespace, view);
+    if (view.local) indexInto(this.#localByNamespace, view.namespace, view);
+    for (const key of view.namedPorts.keys()) {
+      indexInto(this.#byNamedPort, key, view);
+      this.#destinations.delete(key);
+    }
+    if (view.problems.length > 0) this.#podProblems.set(view.id, view.problems);
   }
 
   #unindex(view: PodView): void {
     this.#byNamespace.get(view.namespace)?.delete(view.id);
     this.#localByNamespace.get(view.namespace)?.delete(view.id);
+    for (const key of view.namedPorts.keys()) {
+      this.#byNamedPort.get(key)?.delete(view.id);
+      this.#destinations.delete(key);
+    }
+    this.#podProblems.delete(view.id);
+  }
+
+  podsWithNamedPort(key: string): Iterable<PodView> {
+    return this.#byNamedPort.get(key)?.values() ?? [];
+  }
+
+  namedPortDestinations(key: string): ReadonlyMap<number, PerFamily<readonly string[]>> {
+    let destinations = this.#destinations.get(key);
+    if (destinations) return destinations;
+    const byNumber = new Map<number, { ipv4: string[]; ipv6: string[] }>();
+    for (const pod of this.podsWithNamedPort(key)) {
+      const port = pod.namedPorts.get(key) as number;
+      let ips = byNumber.get(port);
+      if (!ips) {
+        ips = { ipv4: [], ipv6: [] };
+        byNumber.set(port, ips);
+      }
+      ips.ipv4.push(...pod.ips.ipv4);
+      ips.ipv6.push(...pod.ips.ipv6);
+    }
+    destinations = new Map(
+      [...byNumber].map(([port, ips]) => [port, { ipv4: sortedUnique(ips.ipv4), ipv6: sortedUnique(ips.ipv6) }]),
+    );
+    this.#destinations.set(key, destinations);
+    return destinations;
+  }
+
+  /** Every pod's problems, sorted by pod and path. */
+  podProblems(): PodProblem[] {
+    return [...this.#podProblems.values()]
+      .flat()
+      .sort((a, b) => compareText(a.pod, b.pod) || compareText(a.path, b.path) || compareText(a.message, b.message));
   }
 
   podsIn(namespace: string): Iterable<PodView> {
@@ -168,13 +247,58 @@ export class ClusterIndex implements ClusterView {
   }
 }
 
-function indexInto(index: Map<string, Map<string, PodView>>, view: PodView): void {
-  let pods = index.get(view.namespace);
+function indexInto(index: Map<string, Map<string, PodView>>, key: string, view: PodView): void {
+  let pods = index.get(key);
   if (!pods) {
     pods = new Map();
-    index.set(view.namespace, pods);
+    index.set(key, pods);
   }
   pods.set(view.id, view);
+}
+
+/**
+ * The pod's key and view, or undefined when it has no string namespace and name. An object whose fields cannot be
+ * read (a throwing getter) is kept under its key with no view: it selects nothing, like a pod without an IP.
+ */
+function readPod(pod: PodLike, nodeName: string): { key: string; view: PodView | undefined } | undefined {
+  let namespace: unknown;
+  let name: unknown;
+  try {
+    namespace = pod?.metadata?.namespace;
+    name = pod?.metadata?.name;
+  } catch {
+    return undefined;
+  }
+  if (typeof namespace !== 'string' || typeof name !== 'string') return undefined;
+  // JSON keeps `a/b` + `c` apart from `a` + `b/c`.
+  const key = JSON.stringify([namespace, name]);
+  try {
+    return { key, view: podView(pod, nodeName) };
+  } catch {
+    return { key, view: undefined };
+  }
+}
+
+/**
+ * The entries of a list that can be read. Compile input comes from caches that hold whatever the API sent; a list
+ * that is not an array, or an entry that throws when read, is left out instead of throwing out of the compile.
+ */
+export function readableEntries<T>(list: readonly T[]): T[] {
+  const entries: T[] = [];
+  try {
+    if (!Array.isArray(list)) return entries;
+    const length = list.length;
+    for (let index = 0; index < length; index++) {
+      try {
+        entries.push(list[index] as T);
+      } catch {
+        // An unreadable entry is skipped; the others still count.
+      }
+    }
+  } catch {
+    // The list itself cannot be read (a hostile proxy): what was read so far is all there is.
+  }
+  return entries;
 }
 
 /**

@@ -1,13 +1,15 @@
-import { ClusterIndex } from './cluster-index.js';
+import { ClusterIndex, readableEntries } from './cluster-index.js';
 import type { ClusterChanges } from './cluster-index.js';
 import { fingerprintOf } from './fingerprint.js';
 import type { CompiledPolicy, LocalPod, PolicyModel, PolicyProblem } from './model.js';
 import { parsePolicy } from './parse-policy.js';
-import type { ParsedPolicy, SelectorPeer } from './parse-policy.js';
+import type { BeyondSelectorsRule, ParsedPolicy, SelectorPeer } from './parse-policy.js';
 import type { PodView } from './pods.js';
-import { resolvePolicy } from './resolve-policy.js';
+import { ipsInside, resolvePolicy } from './resolve-policy.js';
 import type { PeerCache } from './resolve-policy.js';
 import { compareText } from './sort.js';
+import { runInSlices, runToEnd } from './steps.js';
+import type { Steps } from './steps.js';
 import type { Labels, NamespaceLike, NetworkPolicyLike, PodLike } from './types.js';
 
 export interface CompileInput {
@@ -41,6 +43,9 @@ interface PolicyEntry {
   resolveProblems: readonly PolicyProblem[];
 }
 
+/** Work between two turns of the event loop in compileAsync. */
+const DEFAULT_SLICE_MS = 10;
+
 /** Beyond this many pod changes, checking each policy against each change costs more than recompiling everything. */
 const FULL_RECOMPILE_THRESHOLD = 256;
 
@@ -55,6 +60,9 @@ export class PolicyCompiler {
   readonly #cluster: ClusterIndex;
   #policies = new Map<string, PolicyEntry>();
   #model: PolicyModel | undefined;
+  /** compileAsync calls run one after the other. */
+  #queue: Promise<unknown> = Promise.resolve();
+  #running = false;
   #stats: CompileStats = {
     podsChanged: 0,
     namespacesChanged: 0,
@@ -73,10 +81,39 @@ export class PolicyCompiler {
     return this.#stats;
   }
 
+  /**
+   * Never throws: input that cannot be read (an entry that is not an object, a throwing getter, a list that is not a
+   * list) is reported or left out, and everything else is compiled. Must not be called while compileAsync runs.
+   */
   compile(input: CompileInput): PolicyModel {
+    if (this.#running) throw new Error('PolicyCompiler.compile called while compileAsync is running');
+    return runToEnd(this.#compileSteps(input));
+  }
+
+  /**
+   * compile(), giving the event loop a turn after about every `sliceMs` (default 10) of work, so that health probes and
+   * watches are answered during the full compile of a large cluster (at start, or after a relist). Calls are queued:
+   * each one compiles against the state the previous one left.
+   */
+  compileAsync(input: CompileInput, options: { readonly sliceMs?: number } = {}): Promise<PolicyModel> {
+    const sliceMs = options.sliceMs ?? DEFAULT_SLICE_MS;
+    const run = this.#queue.then(async () => {
+      this.#running = true;
+      try {
+        return await runInSlices(this.#compileSteps(input), sliceMs);
+      } finally {
+        this.#running = false;
+      }
+    });
+    this.#queue = run.catch(() => undefined);
+    return run;
+  }
+
+  *#compileSteps(input: CompileInput): Steps<PolicyModel> {
     const started = performance.now();
-    const changes = this.#cluster.update(input.pods, input.namespaces);
-    const { dirty, changedPolicies, policySetChanged } = this.#updatePolicies(input.policies);
+    const lists = readInput(input);
+    const changes = yield* this.#cluster.updateSteps(lists.pods, lists.namespaces);
+    const { dirty, changedPolicies, policySetChanged } = yield* this.#updatePolicies(lists.policies);
     this.#markAffected(changes, dirty);
 
     const cache: PeerCache = new Map();
@@ -86,10 +123,14 @@ export class PolicyCompiler {
       const resolved = resolvePolicy(entry.parsed, this.#cluster, cache);
       entry.compiled = resolved.compiled;
       entry.resolveProblems = resolved.problems;
+      yield;
     }
 
-    const localPodsChanged = changes.pods.some((change) => change.before?.local || change.after?.local);
-    if (!this.#model || dirty.size > 0 || policySetChanged || localPodsChanged) this.#model = this.#buildModel();
+    const modelPodsChanged = changes.pods.some(
+      ({ before, after }) =>
+        before?.local || after?.local || (before?.problems.length ?? 0) > 0 || (after?.problems.length ?? 0) > 0,
+    );
+    if (!this.#model || dirty.size > 0 || policySetChanged || modelPodsChanged) this.#model = this.#buildModel();
     this.#stats = {
       podsChanged: changes.pods.length,
       namespacesChanged: changes.namespaces.length,
@@ -101,23 +142,23 @@ export class PolicyCompiler {
     return this.#model;
   }
 
-  #updatePolicies(policies: readonly NetworkPolicyLike[]): {
+  *#updatePolicies(policies: readonly NetworkPolicyLike[]): Steps<{
     dirty: Set<string>;
     changedPolicies: number;
     policySetChanged: boolean;
-  } {
+  }> {
     const dirty = new Set<string>();
     const next = new Map<string, PolicyEntry>();
     let changedPolicies = 0;
-    for (const policy of policies) {
-      const id = `${policy?.metadata?.namespace ?? ''}/${policy?.metadata?.name ?? ''}`;
+    for (const [index, policy] of policies.entries()) {
+      const id = policyKey(policy, index);
       const previous = next.get(id) ?? this.#policies.get(id);
-      if (previous?.source === policy) {
+      if (previous && previous.source === policy) {
         next.set(id, previous);
         continue;
       }
       const signature = policySignature(policy);
-      if (previous?.signature === signature) {
+      if (previous && previous.signature === signature) {
         next.set(id, { ...previous, source: policy });
         continue;
       }
@@ -125,6 +166,7 @@ export class PolicyCompiler {
       next.set(id, { source: policy, signature, parsed, compiled: undefined, resolveProblems: [] });
       dirty.add(id);
       changedPolicies++;
+      yield;
     }
     let removed = 0;
     for (const id of this.#policies.keys()) if (!next.has(id)) removed++;
@@ -147,7 +189,9 @@ export class PolicyCompiler {
 
   #affectedByPods(parsed: ParsedPolicy, changes: ClusterChanges): boolean {
     for (const change of changes.pods) {
-      if (parsed.egressNamedPortsBeyondSelectors) return true;
+      if (parsed.egressNamedPortsBeyond.some((rule) => namedPortReachChanged(rule, change.before, change.after))) {
+        return true;
+      }
       for (const pod of [change.before, change.after]) {
         if (!pod) continue;
         if (isTarget(parsed, pod) || this.#isPeer(parsed, pod)) return true;
@@ -204,14 +248,76 @@ export class PolicyCompiler {
           egress: state(entry.egress, 'egress'),
         };
       });
-    const fingerprint = fingerprintOf([policies.map((policy) => `${policy.id} ${policy.fingerprint}`), pods, problems]);
-    return { nodeName: this.nodeName, policies, pods, problems, fingerprint };
+    const podProblems = this.#cluster.podProblems();
+    const fingerprint = fingerprintOf([
+      policies.map((policy) => `${policy.id} ${policy.fingerprint}`),
+      pods,
+      problems,
+      podProblems,
+    ]);
+    return { nodeName: this.nodeName, policies, pods, problems, podProblems, fingerprint };
   }
 }
 
 /** Compiles once, without keeping state between calls. */
 export function compileNetworkPolicies(input: CompileInput & CompilerOptions): PolicyModel {
   return new PolicyCompiler({ nodeName: input.nodeName }).compile(input);
+}
+
+/** The three lists, each reduced to the entries that can be read. */
+function readInput(input: CompileInput): CompileInput {
+  const list = <T>(read: () => readonly T[]): T[] => {
+    try {
+      return readableEntries(read());
+    } catch {
+      return [];
+    }
+  };
+  return {
+    pods: list(() => input.pods),
+    namespaces: list(() => input.namespaces),
+    policies: list(() => input.policies),
+  };
+}
+
+/**
+ * The key a policy is tracked by: its namespace and name when both are strings (JSON keeps `a/b` + `c` apart from
+ * `a` + `b/c`). A malformed policy gets a key of its own position instead of a coerced one, so that a name of ['web']
+ * cannot replace the valid policy `web`; it is reported and fails closed on its own.
+ */
+function policyKey(policy: NetworkPolicyLike, index: number): string {
+  try {
+    const namespace: unknown = policy?.metadata?.namespace;
+    const name: unknown = policy?.metadata?.name;
+    if (typeof namespace === 'string' && typeof name === 'string' && namespace !== '' && name !== '') {
+      return JSON.stringify([namespace, name]);
+    }
+  } catch {
+    // Unreadable: tracked by position like any other malformed policy.
+  }
+  return `#${index}`;
+}
+
+/**
+ * Whether a pod change alters what an egress named port beyond selectors resolves to: the port numbers the pod gives
+ * the rule's names, and its addresses the rule reaches (all of them for any peer, those inside the blocks otherwise).
+ * A relabelled pod, or one that defines none of the names, changes nothing there.
+ */
+function namedPortReachChanged(rule: BeyondSelectorsRule, before: PodView | undefined, after: PodView | undefined) {
+  return namedPortReach(rule, before) !== namedPortReach(rule, after);
+}
+
+function namedPortReach(rule: BeyondSelectorsRule, pod: PodView | undefined): string {
+  if (!pod) return '';
+  let reach = '';
+  for (const key of rule.keys) {
+    const port = pod.namedPorts.get(key);
+    if (port === undefined) continue;
+    const ips = rule.anyPeer ? pod.ips : ipsInside(pod, rule);
+    if (ips.ipv4.length === 0 && ips.ipv6.length === 0) continue;
+    reach += JSON.stringify([key, port, ips.ipv4, ips.ipv6]);
+  }
+  return reach;
 }
 
 function isTarget(parsed: ParsedPolicy, pod: PodView): boolean {

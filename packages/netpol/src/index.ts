@@ -12,6 +12,7 @@ export type {
   LocalPodDirection,
   NamedPortMatch,
   PerFamily,
+  PodProblem,
   PolicyModel,
   PolicyProblem,
   PolicyTarget,
@@ -20,6 +21,8 @@ export type {
   Protocol,
   RulePeers,
 } from './model.js';
+export { policyProblemReports } from './problem-reports.js';
+export type { PolicyProblemReport } from './problem-reports.js';
 export { evaluateFlow } from './evaluate.js';
 export type { DirectionVerdict, Flow, FlowVerdict } from './evaluate.js';
 export { peersInFamily } from './family.js';

@@ -131,6 +131,18 @@ export interface PolicyProblem {
   readonly message: string;
 }
 
+/**
+ * Something wrong with a pod that policies read (a named container port outside 1..65535). The offending part is left
+ * out of the model, so that it never reaches a rule; the pod's owner is the one to tell.
+ */
+export interface PodProblem {
+  /** `namespace/name`. */
+  readonly pod: string;
+  /** Where in the object, e.g. `spec.containers[0].ports[1].containerPort`. */
+  readonly path: string;
+  readonly message: string;
+}
+
 export interface PolicyModel {
   readonly nodeName: string;
   /** Policies selecting at least one local pod, sorted by id. */
@@ -139,6 +151,8 @@ export interface PolicyModel {
   readonly pods: readonly LocalPod[];
   /** Problems of every policy in the cluster, sorted by policy and path. */
   readonly problems: readonly PolicyProblem[];
+  /** Problems of every pod in the cluster that policies read, sorted by pod and path. */
+  readonly podProblems: readonly PodProblem[];
   /** Changes whenever anything above changes. */
   readonly fingerprint: string;
 }

@@ -1,7 +1,8 @@
-import { cidrStrictlyContains, parseCidr } from './cidr.js';
+import { AddressRanges, cidrStrictlyContains, parseCidr } from './cidr.js';
 import type { ParsedCidr } from './cidr.js';
 import { PolicyInputError, assertKnownFields, describeValue, isPlainObject } from './input-error.js';
-import type { Direction, IpBlock, PolicyProblem, PortRange, Protocol } from './model.js';
+import type { Direction, IpBlock, PerFamily, PolicyProblem, PortRange, Protocol } from './model.js';
+import { namedPortKey } from './pods.js';
 import { compileLabelSelector } from './selector.js';
 import type { CompiledSelector } from './selector.js';
 import { compareText } from './sort.js';
@@ -38,6 +39,10 @@ export interface ParsedRule {
   readonly anyPeer: boolean;
   readonly selectorPeers: readonly SelectorPeer[];
   readonly blocks: readonly BlockPeer[];
+  /** The blocks as the model lists them: deduplicated and sorted, built once per policy version. */
+  readonly ipBlocks: PerFamily<readonly IpBlock[]>;
+  /** Every address the blocks cover, for finding the pods inside them. */
+  readonly blockRanges: AddressRanges;
   /** No `ports`, or an empty list. */
   readonly allPorts: boolean;
   readonly ports: readonly PortRange[];
@@ -66,8 +71,19 @@ export interface ParsedPolicy {
   readonly selectorPeers: readonly SelectorPeer[];
   /** Some peer uses a namespaceSelector, so namespace label changes can matter. */
   readonly usesNamespaceSelector: boolean;
-  /** Some egress named port resolves against pods outside its selector peers (any peer, or ipBlocks). */
-  readonly egressNamedPortsBeyondSelectors: boolean;
+  /**
+   * The egress rules whose named ports resolve against pods outside their selector peers (any peer, or ipBlocks),
+   * for deciding which pod changes concern the policy without resolving it.
+   */
+  readonly egressNamedPortsBeyond: readonly BeyondSelectorsRule[];
+}
+
+/** An egress rule whose named ports resolve against pods beyond its selector peers. */
+export interface BeyondSelectorsRule {
+  /** `name/PROTOCOL` of each named port. */
+  readonly keys: readonly string[];
+  readonly anyPeer: boolean;
+  readonly blockRanges: AddressRanges;
 }
 
 const PROTOCOLS: readonly Protocol[] = ['TCP', 'UDP', 'SCTP'];
@@ -75,9 +91,52 @@ const POLICY_TYPES = { Ingress: 'ingress', Egress: 'egress' } as const;
 
 /**
  * Checks a NetworkPolicy and compiles its selectors. Never throws: every problem is collected, an error fails its
- * direction closed (or the whole policy, when the direction cannot be told), and the rest is still compiled.
+ * direction closed (or the whole policy, when the direction cannot be told), and the rest is still compiled. An object
+ * that throws while being read (a hostile getter, a proxy) fails closed as a whole.
  */
 export function parsePolicy(policy: NetworkPolicyLike): ParsedPolicy {
+  try {
+    return parseReadablePolicy(policy);
+  } catch (error) {
+    return unreadablePolicy(policy, error);
+  }
+}
+
+function unreadablePolicy(policy: NetworkPolicyLike, error: unknown): ParsedPolicy {
+  let namespace = '';
+  let name = '';
+  try {
+    if (typeof policy?.metadata?.namespace === 'string') namespace = policy.metadata.namespace;
+    if (typeof policy?.metadata?.name === 'string') name = policy.metadata.name;
+  } catch {
+    // Its identity cannot be read either: it is reported without one.
+  }
+  const id = `${namespace || '<no namespace>'}/${name || '<no name>'}`;
+  const failed = { isolates: true, failed: true, rules: [] };
+  return {
+    id,
+    namespace,
+    name,
+    identified: namespace !== '' && name !== '',
+    // Every pod of its namespace is a target, so that all of them fail closed.
+    targetSelector: undefined,
+    ingress: failed,
+    egress: failed,
+    problems: [
+      {
+        policy: id,
+        severity: 'error',
+        path: '',
+        message: `the object cannot be read: ${error instanceof Error ? error.message : String(error)}`,
+      },
+    ],
+    selectorPeers: [],
+    usesNamespaceSelector: false,
+    egressNamedPortsBeyond: [],
+  };
+}
+
+function parseReadablePolicy(policy: NetworkPolicyLike): ParsedPolicy {
   const namespace = typeof policy?.metadata?.namespace === 'string' ? policy.metadata.namespace : '';
   const name = typeof policy?.metadata?.name === 'string' ? policy.metadata.name : '';
   const id = `${namespace || '<no namespace>'}/${name || '<no name>'}`;
@@ -98,7 +157,7 @@ export function parsePolicy(policy: NetworkPolicyLike): ParsedPolicy {
     problems,
     selectorPeers: [],
     usesNamespaceSelector: false,
-    egressNamedPortsBeyondSelectors: false,
+    egressNamedPortsBeyond: [],
   });
 
   if (namespace === '' || name === '') {
@@ -134,7 +193,11 @@ export function parsePolicy(policy: NetworkPolicyLike): ParsedPolicy {
     return failedEverywhere(targetSelector);
   }
 
-  const context = { namespace, report, usesNamespaceSelector: false, egressNamedPortsBeyondSelectors: false };
+  const context: ParseContext = {
+    namespace,
+    report,
+    usesNamespaceSelector: false,
+  };
   const ingress = parseDirection('ingress', types.ingress, spec.ingress, context);
   const egress = parseDirection('egress', types.egress, spec.egress, context);
   const targetsFailed = targetSelector === undefined;
@@ -151,7 +214,13 @@ export function parsePolicy(policy: NetworkPolicyLike): ParsedPolicy {
     problems,
     selectorPeers: [...finalIngress.rules, ...finalEgress.rules].flatMap((rule) => rule.selectorPeers),
     usesNamespaceSelector: context.usesNamespaceSelector,
-    egressNamedPortsBeyondSelectors: context.egressNamedPortsBeyondSelectors,
+    egressNamedPortsBeyond: finalEgress.rules
+      .filter((rule) => rule.namedPorts.length > 0 && (rule.anyPeer || rule.blocks.length > 0))
+      .map((rule) => ({
+        keys: [...new Set(rule.namedPorts.map((ref) => namedPortKey(ref.name, ref.protocol)))],
+        anyPeer: rule.anyPeer,
+        blockRanges: rule.blockRanges,
+      })),
   };
 }
 
@@ -161,7 +230,6 @@ interface ParseContext {
   readonly namespace: string;
   readonly report: Report;
   usesNamespaceSelector: boolean;
-  egressNamedPortsBeyondSelectors: boolean;
 }
 
 function reportError(error: unknown, fallbackPath: string, report: Report, direction?: Direction): void {
@@ -287,10 +355,25 @@ function parseRule(
       }
     });
   }
-  if (direction === 'egress' && namedPorts.length > 0 && (anyPeer || blocks.length > 0)) {
-    context.egressNamedPortsBeyondSelectors = true;
-  }
-  return { index, anyPeer, selectorPeers, blocks, allPorts, ports, namedPorts };
+  return {
+    index,
+    anyPeer,
+    selectorPeers,
+    blocks,
+    ipBlocks: blocksByFamily(blocks),
+    blockRanges: new AddressRanges(blocks),
+    allPorts,
+    ports,
+    namedPorts,
+  };
+}
+
+function blocksByFamily(blocks: readonly BlockPeer[]): PerFamily<readonly IpBlock[]> {
+  const byFamily = { ipv4: new Map<string, IpBlock>(), ipv6: new Map<string, IpBlock>() };
+  for (const { cidr, block } of blocks) byFamily[cidr.family].set(`${block.cidr} ${block.except.join(' ')}`, block);
+  const sorted = (map: Map<string, IpBlock>) =>
+    [...map.entries()].sort(([a], [b]) => compareText(a, b)).map(([, block]) => block);
+  return { ipv4: sorted(byFamily.ipv4), ipv6: sorted(byFamily.ipv6) };
 }
 
 function parsePeer(peer: unknown, path: string, context: ParseContext): SelectorPeer | BlockPeer {

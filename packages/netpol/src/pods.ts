@@ -1,6 +1,6 @@
 import { parseIp } from './cidr.js';
 import type { ParsedIp } from './cidr.js';
-import type { PerFamily, Protocol } from './model.js';
+import type { PerFamily, PodProblem, Protocol } from './model.js';
 import { compareText } from './sort.js';
 import type { ContainerLike, Labels, PodLike } from './types.js';
 
@@ -12,10 +12,14 @@ export interface PodView {
   readonly name: string;
   readonly labels: Labels;
   readonly ips: PerFamily<readonly string[]>;
+  /** The same addresses parsed, for range lookups. */
+  readonly parsedIps: readonly ParsedIp[];
   /** Runs on this node. */
   readonly local: boolean;
   /** Named container ports, keyed `name/PROTOCOL`. */
   readonly namedPorts: ReadonlyMap<string, number>;
+  /** What is wrong with the pod (a container port the kernel cannot match); it never reaches rules. */
+  readonly problems: readonly PodProblem[];
   /** Equal signatures mean nothing the compiler reads has changed. */
   readonly signature: string;
 }
@@ -66,46 +70,63 @@ export function podView(pod: PodLike, nodeName: string): PodView | undefined {
   ips.ipv4.sort(compareText);
   ips.ipv6.sort(compareText);
   const local = pod.spec?.nodeName === nodeName;
-  const namedPorts = namedContainerPorts(pod);
-  const signature = podSignature(local, labels, ips, namedPorts);
-  return { id: `${namespace}/${name}`, namespace, name, labels, ips, local, namedPorts, signature };
+  const id = `${namespace}/${name}`;
+  const problems: PodProblem[] = [];
+  const namedPorts = namedContainerPorts(pod, id, problems);
+  const signature = podSignature(local, labels, ips, namedPorts, problems);
+  return { id, namespace, name, labels, ips, parsedIps, local, namedPorts, problems, signature };
 }
 
 /**
  * Named ports of the pod's containers and sidecars (init containers that keep running), keyed `name/PROTOCOL`.
- * Kubernetes keeps port names unique within a pod; should two collide anyway, the first wins.
+ * Kubernetes keeps port names unique within a pod; should two collide anyway, the first wins. A named port whose
+ * number no kernel can match (outside 1..65535) is left out and reported as the pod's problem: a rule naming it
+ * would make the whole restore fail, taking every other policy's rules with it.
  */
-function namedContainerPorts(pod: PodLike): Map<string, number> {
+function namedContainerPorts(pod: PodLike, id: string, problems: PodProblem[]): Map<string, number> {
   const ports = new Map<string, number>();
-  const containers: ContainerLike[] = [
-    ...(Array.isArray(pod.spec?.containers) ? pod.spec.containers : []),
-    ...(Array.isArray(pod.spec?.initContainers)
-      ? pod.spec.initContainers.filter((c) => c?.restartPolicy === 'Always')
-      : []),
+  const containers: [string, ContainerLike[]][] = [
+    ['containers', Array.isArray(pod.spec?.containers) ? pod.spec.containers : []],
+    ['initContainers', Array.isArray(pod.spec?.initContainers) ? pod.spec.initContainers : []],
   ];
-  for (const container of containers) {
-    for (const port of Array.isArray(container?.ports) ? container.ports : []) {
-      if (typeof port?.name !== 'string' || port.name === '' || !Number.isInteger(port.containerPort)) continue;
-      const protocol = (port.protocol ?? 'TCP') as Protocol;
-      const key = namedPortKey(port.name, protocol);
-      if (!ports.has(key)) ports.set(key, port.containerPort);
-    }
+  for (const [field, list] of containers) {
+    list.forEach((container, containerIndex) => {
+      if (field === 'initContainers' && container?.restartPolicy !== 'Always') return;
+      const containerPorts = Array.isArray(container?.ports) ? container.ports : [];
+      containerPorts.forEach((port, portIndex) => {
+        if (typeof port?.name !== 'string' || port.name === '' || !Number.isInteger(port.containerPort)) return;
+        if (port.containerPort < 1 || port.containerPort > 65535) {
+          problems.push({
+            pod: id,
+            path: `spec.${field}[${containerIndex}].ports[${portIndex}].containerPort`,
+            message:
+              `named port ${JSON.stringify(port.name)} has containerPort ${port.containerPort}, outside 1..65535; ` +
+              'policies naming it do not match it',
+          });
+          return;
+        }
+        const protocol = (port.protocol ?? 'TCP') as Protocol;
+        const key = namedPortKey(port.name, protocol);
+        if (!ports.has(key)) ports.set(key, port.containerPort);
+      });
+    });
   }
   return ports;
 }
 
-/** NUL cannot occur in label keys, values or port names, so it separates fields unambiguously. */
+/** JSON keeps fields apart whatever they contain (a label value may hold any character, NUL included). */
 function podSignature(
   local: boolean,
   labels: Labels,
   ips: PerFamily<readonly string[]>,
   ports: ReadonlyMap<string, number>,
+  problems: readonly PodProblem[],
 ): string {
-  let signature = local ? 'local' : 'remote';
-  for (const key of Object.keys(labels).sort(compareText)) signature += `\0${key}\0${labels[key]}`;
-  signature += `\0\0${ips.ipv4.join(' ')}\0${ips.ipv6.join(' ')}\0`;
-  for (const [key, port] of [...ports].sort(compareEntries)) signature += `\0${key}\0${port}`;
-  return signature;
+  const labelEntries = Object.keys(labels)
+    .sort(compareText)
+    .map((key) => [key, labels[key]]);
+  const portEntries = [...ports].sort(compareEntries);
+  return JSON.stringify([local, labelEntries, ips.ipv4, ips.ipv6, portEntries, problems.map((p) => p.message)]);
 }
 
 function compareEntries(a: readonly [string, unknown], b: readonly [string, unknown]): number {

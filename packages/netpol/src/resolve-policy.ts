@@ -1,5 +1,3 @@
-import { cidrContainsIp } from './cidr.js';
-import type { ParsedIp } from './cidr.js';
 import type { ClusterView } from './cluster-index.js';
 import { fingerprintOf } from './fingerprint.js';
 import type {
@@ -7,15 +5,13 @@ import type {
   CompiledPolicy,
   CompiledRule,
   Direction,
-  IpBlock,
-  IpFamily,
   NamedPortMatch,
   PerFamily,
   PolicyProblem,
   PolicyTarget,
   PortRange,
 } from './model.js';
-import type { BlockPeer, ParsedDirection, ParsedPolicy, ParsedRule, SelectorPeer } from './parse-policy.js';
+import type { NamedPortRef, ParsedDirection, ParsedPolicy, ParsedRule, SelectorPeer } from './parse-policy.js';
 import { namedPortKey } from './pods.js';
 import type { PodView } from './pods.js';
 import { compareText, sortedUnique } from './sort.js';
@@ -92,7 +88,7 @@ function resolveRule(
   const peers = {
     any: rule.anyPeer,
     pods: rule.anyPeer ? { ipv4: [], ipv6: [] } : podIps,
-    ipBlocks: rule.anyPeer ? { ipv4: [], ipv6: [] } : blocksByFamily(rule.blocks),
+    ipBlocks: rule.anyPeer ? { ipv4: [], ipv6: [] } : rule.ipBlocks,
   };
 
   const namedPorts: NamedPortMatch[] = [];
@@ -101,23 +97,7 @@ function resolveRule(
     const key = namedPortKey(ref.name, ref.protocol);
     if (seen.has(key)) continue;
     seen.add(key);
-    // Ingress: the destination is the local target. Egress: it is the peer, and each peer may number the name its own way.
-    const candidates =
-      direction === 'ingress'
-        ? targets.map((pod) => ({ pod, ips: pod.ips }))
-        : egressCandidates(rule, peerPods, cluster);
-    const byNumber = new Map<number, { ipv4: string[]; ipv6: string[] }>();
-    for (const { pod, ips } of candidates) {
-      const port = pod.namedPorts.get(key);
-      if (port === undefined) continue;
-      let destinations = byNumber.get(port);
-      if (!destinations) {
-        destinations = { ipv4: [], ipv6: [] };
-        byNumber.set(port, destinations);
-      }
-      destinations.ipv4.push(...ips.ipv4);
-      destinations.ipv6.push(...ips.ipv6);
-    }
+    const byNumber = namedPortDestinations(direction, rule, key, targets, peerPods, cluster);
     if (byNumber.size === 0) {
       problems.push({
         policy: parsed.id,
@@ -129,18 +109,68 @@ function resolveRule(
         }, so it allows nothing`,
       });
     }
-    for (const [port, destinations] of byNumber) {
-      namedPorts.push({
-        name: ref.name,
-        protocol: ref.protocol,
-        port,
-        destinations: { ipv4: sortedUnique(destinations.ipv4), ipv6: sortedUnique(destinations.ipv6) },
-      });
-    }
+    for (const [port, destinations] of byNumber) namedPorts.push(namedPortMatch(ref, port, destinations));
   }
   namedPorts.sort((a, b) => compareText(a.name, b.name) || compareText(a.protocol, b.protocol) || a.port - b.port);
 
   return { index: rule.index, peers, allPorts: rule.allPorts, ports: sortPorts(rule.ports), namedPorts };
+}
+
+function namedPortMatch(ref: NamedPortRef, port: number, destinations: PerFamily<readonly string[]>): NamedPortMatch {
+  return { name: ref.name, protocol: ref.protocol, port, destinations };
+}
+
+/**
+ * Where a named port leads, by port number. Ingress: the local targets that define it. Egress: the peers that define
+ * it, each numbering the name its own way: the selector peers with all their addresses, and for ipBlocks the pods
+ * with addresses inside them (only those addresses). Only pods defining the port are looked at, and a rule open to
+ * any peer shares the cluster-wide answer, so a policy costs what it selects rather than the size of the cluster.
+ */
+function namedPortDestinations(
+  direction: Direction,
+  rule: ParsedRule,
+  key: string,
+  targets: readonly PodView[],
+  peerPods: ReadonlyMap<string, PodView>,
+  cluster: ClusterView,
+): ReadonlyMap<number, PerFamily<readonly string[]>> {
+  if (direction === 'egress' && rule.anyPeer) return cluster.namedPortDestinations(key);
+  const byNumber = new Map<number, { ipv4: string[]; ipv6: string[] }>();
+  const add = (pod: PodView, ips: PerFamily<readonly string[]>) => {
+    const port = pod.namedPorts.get(key);
+    if (port === undefined) return;
+    let destinations = byNumber.get(port);
+    if (!destinations) {
+      destinations = { ipv4: [], ipv6: [] };
+      byNumber.set(port, destinations);
+    }
+    destinations.ipv4.push(...ips.ipv4);
+    destinations.ipv6.push(...ips.ipv6);
+  };
+  if (direction === 'ingress') {
+    for (const pod of targets) add(pod, pod.ips);
+  } else {
+    for (const pod of peerPods.values()) add(pod, pod.ips);
+    if (rule.blocks.length > 0) {
+      for (const pod of cluster.podsWithNamedPort(key)) {
+        if (peerPods.has(pod.id)) continue;
+        const inside = ipsInside(pod, rule);
+        if (inside.ipv4.length > 0 || inside.ipv6.length > 0) add(pod, inside);
+      }
+    }
+  }
+  const result = new Map<number, PerFamily<readonly string[]>>();
+  for (const [port, destinations] of byNumber) {
+    result.set(port, { ipv4: sortedUnique(destinations.ipv4), ipv6: sortedUnique(destinations.ipv6) });
+  }
+  return result;
+}
+
+/** The pod's addresses that lie inside the rule's ipBlocks. */
+export function ipsInside(pod: PodView, rule: Pick<ParsedRule, 'blockRanges'>): PerFamily<string[]> {
+  const inside = { ipv4: [] as string[], ipv6: [] as string[] };
+  for (const ip of pod.parsedIps) if (rule.blockRanges.contains(ip)) inside[ip.family].push(ip.text);
+  return inside;
 }
 
 function selectPeers(peer: SelectorPeer, cluster: ClusterView, cache: PeerCache): PeerSelection {
@@ -161,34 +191,6 @@ function selectPeers(peer: SelectorPeer, cluster: ClusterView, cache: PeerCache)
   return selection;
 }
 
-/**
- * The pods an egress named port can resolve against: the selector peers; every pod for a rule open to any peer; and
- * for ipBlocks, the pods with addresses inside them (only those addresses).
- */
-function egressCandidates(
-  rule: ParsedRule,
-  peerPods: ReadonlyMap<string, PodView>,
-  cluster: ClusterView,
-): { pod: PodView; ips: PerFamily<readonly string[]> }[] {
-  if (rule.anyPeer) return [...cluster.allPods()].map((pod) => ({ pod, ips: pod.ips }));
-  const candidates = new Map<string, { pod: PodView; ips: PerFamily<readonly string[]> }>();
-  for (const pod of peerPods.values()) candidates.set(pod.id, { pod, ips: pod.ips });
-  if (rule.blocks.length > 0) {
-    for (const pod of cluster.allPods()) {
-      if (candidates.has(pod.id)) continue;
-      const inside = (family: IpFamily) =>
-        pod.ips[family].filter((text) => rule.blocks.some((block) => blockContains(block, { family, text })));
-      const ips = { ipv4: inside('ipv4'), ipv6: inside('ipv6') };
-      if (ips.ipv4.length > 0 || ips.ipv6.length > 0) candidates.set(pod.id, { pod, ips });
-    }
-  }
-  return [...candidates.values()];
-}
-
-function blockContains(block: BlockPeer, ip: ParsedIp): boolean {
-  return cidrContainsIp(block.cidr, ip) && !block.except.some((except) => cidrContainsIp(except, ip));
-}
-
 function ipsOf(pods: Iterable<PodView>): PerFamily<readonly string[]> {
   const ipv4: string[] = [];
   const ipv6: string[] = [];
@@ -197,14 +199,6 @@ function ipsOf(pods: Iterable<PodView>): PerFamily<readonly string[]> {
     ipv6.push(...pod.ips.ipv6);
   }
   return { ipv4: sortedUnique(ipv4), ipv6: sortedUnique(ipv6) };
-}
-
-function blocksByFamily(blocks: readonly BlockPeer[]): PerFamily<readonly IpBlock[]> {
-  const byFamily = { ipv4: new Map<string, IpBlock>(), ipv6: new Map<string, IpBlock>() };
-  for (const { cidr, block } of blocks) byFamily[cidr.family].set(`${block.cidr} ${block.except.join(' ')}`, block);
-  const sorted = (map: Map<string, IpBlock>) =>
-    [...map.entries()].sort(([a], [b]) => compareText(a, b)).map(([, block]) => block);
-  return { ipv4: sorted(byFamily.ipv4), ipv6: sorted(byFamily.ipv6) };
 }
 
 const PROTOCOL_ORDER = { TCP: 0, UDP: 1, SCTP: 2 } as const;
