@@ -4,12 +4,13 @@
  *   runControllerContractSuite({ name: 'lballoc', setup: async () => ({ controller, health, metrics, faults, teardown }) });
  *
  * `faults` lets the suite break the plugin's own dependencies (an API server that answers 500, a kernel tool that
- * hangs) so that the suite sees the plugin's real failure paths, not a stand-in.
+ * hangs) so that the suite sees the plugin's real failure paths, not a stand-in. `plugin` lets it check the plugin's
+ * options schema: valid options parse, and an unknown key is refused.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { HealthRegistry } from '@kube-router/healthcheck';
 import type { AgentMetrics } from '@kube-router/metrics';
-import type { Controller } from './controller.js';
+import type { Controller, ControllerPlugin } from './controller.js';
 import { SyncTimeoutError } from './sync-controller.js';
 
 export interface ContractFaults {
@@ -35,6 +36,33 @@ export interface ContractSuiteOptions {
   setup(): Promise<ContractHarness>;
   /** How long a hanging sync may take to be cut off (the controller's sync timeout plus slack). Default 10 s. */
   hangBoundMs?: number;
+  /**
+   * The plugin and a set of options it accepts. The suite checks that these options parse and that each unknown key
+   * added to them is refused: a typo such as `range` for `ranges` must fail the assembly, not be dropped silently.
+   * Without it the check is listed as a todo.
+   */
+  plugin?: { plugin: OptionsOf; validOptions: Record<string, unknown> };
+}
+
+/** What the options check needs of a plugin. */
+type OptionsOf = Pick<ControllerPlugin<unknown>, 'name' | 'options'>;
+
+/** Keys no plugin has: a misspelling of a common option, and a key that names the suite. */
+export const UNKNOWN_OPTION_KEYS = ['syncPeriodMS', 'contractSuiteUnknownKey'] as const;
+
+/**
+ * The unknown keys (UNKNOWN_OPTION_KEYS) that a plugin's schema accepts next to `validOptions`, or whose refusal does
+ * not name the key: empty for a schema that refuses unknown keys clearly (zod: `z.strictObject`).
+ */
+export function acceptedUnknownOptionKeys(plugin: OptionsOf, validOptions: Record<string, unknown>): string[] {
+  return UNKNOWN_OPTION_KEYS.filter((key) => {
+    try {
+      plugin.options.parse({ ...validOptions, [key]: 1 });
+      return true;
+    } catch (error) {
+      return !String(error instanceof Error ? error.message : error).includes(key);
+    }
+  });
 }
 
 export function runControllerContractSuite(options: ContractSuiteOptions): void {
@@ -49,10 +77,23 @@ export function runControllerContractSuite(options: ContractSuiteOptions): void 
       const h = harness;
       harness = undefined;
       if (!h) return;
-      await h.faults.heal();
-      await h.controller.stop();
-      await h.teardown();
+      // The world is torn down whatever heal or stop say, so a failing harness never leaks namespaces or daemons.
+      try {
+        await h.faults.heal();
+        await h.controller.stop();
+      } finally {
+        await h.teardown();
+      }
     });
+
+    const schemaCheck = options.plugin;
+    if (schemaCheck) {
+      it('accepts its valid options and refuses an unknown option key', () => {
+        const { plugin, validOptions } = schemaCheck;
+        expect(() => plugin.options.parse(validOptions), 'the valid options the suite was given').not.toThrow();
+        expect(acceptedUnknownOptionKeys(plugin, validOptions), `plugin ${plugin.name} must refuse these keys, naming them`).toEqual([]);
+      });
+    }
 
     it('beats at both ends of a successful sync and records the success', async () => {
       const { controller, health, metrics } = await open();

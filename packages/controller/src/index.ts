@@ -13,6 +13,8 @@ export type {
 export { createSyncController, SyncTimeoutError } from './sync-controller.js';
 export type { SyncContext, SyncControllerSpec } from './sync-controller.js';
 export { SyncScheduler } from './scheduler.js';
+export { MAX_TIMER_DELAY_MS, setLongTimeout } from './long-timer.js';
+export type { LongTimer } from './long-timer.js';
 export type { SchedulerOptions } from './scheduler.js';
 export { JoinedSyncError, SyncFailures, messageOf } from './sync-error.js';
 export type { SyncFailure } from './sync-error.js';

@@ -54,6 +54,14 @@ describe('SyncScheduler', () => {
     expect(rec.calls.filter((c) => c.reason === 'periodic').length).toBeGreaterThanOrEqual(2);
   });
 
+  it('waits a period longer than Node timers take (720h) instead of syncing in a loop', async () => {
+    const rec = recordingController({ syncPeriodMs: 720 * 3_600_000 });
+    scheduler = new SyncScheduler(rec.controller);
+    scheduler.start();
+    await sleep(150);
+    expect(rec.calls.map((c) => c.reason)).toEqual(['initial']);
+  });
+
   it('coalesces requests into one pending sync and never runs two at once', async () => {
     const rec = recordingController({ durationMs: 80 });
     scheduler = new SyncScheduler(rec.controller);

@@ -1,5 +1,6 @@
 import type { SyncOutcome } from '@kube-router/healthcheck';
 import type { Controller, SyncReason } from './controller.js';
+import { setLongTimeout } from './long-timer.js';
 
 export interface SchedulerOptions {
   /** First retry delay after a failed sync; doubles up to maxBackoffMs. Default 1 s. */
@@ -136,9 +137,10 @@ export class SyncScheduler {
 
   #sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(done, Math.max(0, ms));
+      // A period may be longer than Node's timers can wait (--ipvs-sync-period=720h).
+      const timer = setLongTimeout(done, ms);
       function done() {
-        clearTimeout(timer);
+        timer.clear();
         resolve();
       }
       this.#wake = () => {

@@ -145,6 +145,17 @@ describe('createSyncController', () => {
     expect(outcome.ok).toBe(false);
   });
 
+  it('bounds a sync by a period longer than Node timers take (720h) without failing it at once', async () => {
+    const ctx = testContext();
+    const controller = createSyncController(ctx, {
+      name: 'monthly',
+      syncPeriodMs: 720 * 3_600_000,
+      sync: () => new Promise((r) => setTimeout(r, 50)),
+    });
+    const outcome = await controller.runObservedSync('test');
+    expect(outcome.ok ? undefined : outcome.error).toBeUndefined();
+  });
+
   it('runs without a bound when syncTimeoutMs is 0', async () => {
     const ctx = testContext();
     const controller = createSyncController(ctx, {

@@ -1,5 +1,6 @@
 import type { ProgressBeat, SyncOutcome } from '@kube-router/healthcheck';
 import type { Controller, ControllerStartContext, PluginContext, SyncReason } from './controller.js';
+import { setLongTimeout, type LongTimer } from './long-timer.js';
 
 /** What a plugin's plain sync receives. */
 export interface SyncContext {
@@ -68,10 +69,11 @@ export function createSyncController(ctx: PluginContext, spec: SyncControllerSpe
   const syncWithin = async (reason: SyncReason, progress: ProgressBeat, aborter: AbortController): Promise<void> => {
     const running = spec.sync({ reason, progress, signal: aborter.signal });
     if (timeoutMs <= 0) return running;
-    let timer: NodeJS.Timeout | undefined;
+    let timer: LongTimer | undefined;
     let timedOut: SyncTimeoutError | undefined;
     const deadline = new Promise<void>((resolve) => {
-      timer = setTimeout(() => {
+      // The timeout defaults to the period, which may be longer than Node's timers can wait (720h).
+      timer = setLongTimeout(() => {
         timedOut = new SyncTimeoutError(spec.name, timeoutMs);
         resolve();
       }, timeoutMs);
@@ -79,7 +81,7 @@ export function createSyncController(ctx: PluginContext, spec: SyncControllerSpe
     try {
       await Promise.race([running, deadline]);
     } finally {
-      clearTimeout(timer);
+      timer?.clear();
     }
     if (timedOut) {
       // Abort after deciding the outcome: a sync that gives up on abort still timed out.

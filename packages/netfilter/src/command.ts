@@ -36,6 +36,8 @@ export interface CommandErrorDetails {
   readonly netns?: string;
   /** Why the tool could not be started (ENOENT, EACCES, ...). */
   readonly spawnError?: string;
+  /** Why the tool was not run at all: the agent is stopping, or an earlier command of the sync timed out. */
+  readonly notRunBecause?: string;
   /** Extra context a caller adds, such as the restore input line that the tool rejected. */
   readonly hint?: string;
 }
@@ -55,6 +57,7 @@ export class CommandError extends Error {
   readonly timeoutMs: number | undefined;
   readonly netns: string | undefined;
   readonly spawnError: string | undefined;
+  readonly notRunBecause: string | undefined;
   readonly hint: string | undefined;
 
   constructor(details: CommandErrorDetails) {
@@ -70,6 +73,7 @@ export class CommandError extends Error {
     this.timeoutMs = details.timeoutMs;
     this.netns = details.netns;
     this.spawnError = details.spawnError;
+    this.notRunBecause = details.notRunBecause;
     this.hint = details.hint;
   }
 
@@ -90,6 +94,7 @@ export class CommandError extends Error {
       timeoutMs: this.timeoutMs,
       netns: this.netns,
       spawnError: this.spawnError,
+      notRunBecause: this.notRunBecause,
       hint: this.hint,
     };
   }
@@ -107,11 +112,56 @@ function describeFailure(details: CommandErrorDetails): string {
   const where = details.netns ? ` (netns ${details.netns})` : '';
   const head = `${formatCommandLine(details.command, details.args)}${where}`;
   let reason: string;
-  if (details.spawnError) reason = `could not start: ${details.spawnError}`;
+  if (details.notRunBecause) reason = `was not run: ${details.notRunBecause}`;
+  else if (details.spawnError) reason = `could not start: ${details.spawnError}`;
   else if (details.timedOut) reason = `timed out after ${details.timeoutMs ?? '?'}ms and was killed`;
   else if (details.exitCode === null) reason = `was killed by ${details.signal ?? 'a signal'}`;
   else reason = `exited with code ${details.exitCode}`;
   const stderr = (details.stderr ?? '').trim();
   const shown = stderr.length > MESSAGE_STDERR_LIMIT ? `${stderr.slice(0, MESSAGE_STDERR_LIMIT)}… (truncated)` : stderr;
   return [`${head} ${reason}`, shown && `stderr: ${shown}`, details.hint].filter(Boolean).join('; ');
+}
+
+/**
+ * A runner for the commands of one sync, whose steps depend on each other: once one command times out (a hung kernel
+ * tool, an xtables lock held by someone else), every later command of the sync fails at once, naming the command that
+ * timed out, instead of each waiting out its own timeout in turn. The failure then shows within about one command
+ * timeout. `begin()` starts the next sync afresh; the wrapped runner does the work.
+ */
+export class FailFastSession implements CommandRunner {
+  readonly #runner: CommandRunner;
+  #timedOut: CommandError | undefined;
+
+  constructor(runner: CommandRunner) {
+    this.#runner = runner;
+  }
+
+  /** The command that timed out in this sync, if one did. */
+  get timedOut(): CommandError | undefined {
+    return this.#timedOut;
+  }
+
+  /** Starts a new sync: commands run again. */
+  begin(): void {
+    this.#timedOut = undefined;
+  }
+
+  async run(spec: CommandSpec): Promise<CommandResult> {
+    const earlier = this.#timedOut;
+    if (earlier) {
+      throw new CommandError({
+        command: spec.command,
+        args: spec.args ?? [],
+        exitCode: null,
+        ...(spec.netns !== undefined && { netns: spec.netns }),
+        notRunBecause: `${formatCommandLine(earlier.command, earlier.args)} timed out after ${earlier.timeoutMs ?? '?'}ms earlier in this sync`,
+      });
+    }
+    try {
+      return await this.#runner.run(spec);
+    } catch (error) {
+      if (error instanceof CommandError && error.timedOut) this.#timedOut ??= error;
+      throw error;
+    }
+  }
 }

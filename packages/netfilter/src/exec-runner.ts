@@ -10,7 +10,60 @@ export interface ExecRunnerOptions {
   readonly ipCommand?: string;
   /** Logs every command at debug level with its duration and exit code. */
   readonly logger?: Logger;
+  /** Where the runner's commands are tracked, so that a stop can kill them all. Default: `runningCommands`. */
+  readonly registry?: CommandRegistry;
 }
+
+interface RunningCommand {
+  readonly pid: number | undefined;
+  /** Kills the command's process group and fails it with `reason`. */
+  kill(reason: string): void;
+}
+
+/**
+ * Every command that ExecRunners have running, so that stopping the agent ends them all at once instead of waiting
+ * for each to time out: a hung `iptables-restore` would otherwise outlive the agent, orphaned, holding the xtables
+ * lock that the agent replacing it needs.
+ */
+export class CommandRegistry {
+  readonly #running = new Set<RunningCommand>();
+  #halted: string | undefined;
+
+  /** How many commands are running now. */
+  get size(): number {
+    return this.#running.size;
+  }
+
+  /** Why new commands are refused, while halted. */
+  get haltedBecause(): string | undefined {
+    return this.#halted;
+  }
+
+  /**
+   * Kills every running command with its process group (SIGKILL), at once, and fails new commands immediately with
+   * `reason` until resume(): a sync that is being stopped must not start its next step. Returns how many it killed.
+   */
+  halt(reason: string): number {
+    this.#halted = reason;
+    const running = [...this.#running];
+    for (const command of running) command.kill(reason);
+    return running.length;
+  }
+
+  /** Lets commands run again (after the agent stopped, for what its caller does next, such as removing a lab). */
+  resume(): void {
+    this.#halted = undefined;
+  }
+
+  /** @internal Tracks one command until the returned function is called. */
+  track(command: RunningCommand): () => void {
+    this.#running.add(command);
+    return () => void this.#running.delete(command);
+  }
+}
+
+/** The registry that every ExecRunner uses unless given its own. */
+export const runningCommands = new CommandRegistry();
 
 export const DEFAULT_COMMAND_TIMEOUT_MS = 30_000;
 
@@ -19,11 +72,13 @@ export class ExecRunner implements CommandRunner {
   readonly defaultTimeoutMs: number;
   readonly #ipCommand: string;
   readonly #logger: Logger | undefined;
+  readonly #registry: CommandRegistry;
 
   constructor(options: ExecRunnerOptions = {}) {
     this.defaultTimeoutMs = options.defaultTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
     this.#ipCommand = options.ipCommand ?? 'ip';
     this.#logger = options.logger;
+    this.#registry = options.registry ?? runningCommands;
   }
 
   run(spec: CommandSpec): Promise<CommandResult> {
@@ -34,6 +89,10 @@ export class ExecRunner implements CommandRunner {
       : [spec.command, [...args]];
     const started = performance.now();
     const failure = { command: spec.command, args, netns: spec.netns, timeoutMs };
+    const halted = this.#registry.haltedBecause;
+    if (halted !== undefined) {
+      return Promise.reject(new CommandError({ ...failure, exitCode: null, notRunBecause: halted }));
+    }
 
     return new Promise<CommandResult>((resolve, reject) => {
       const child = spawn(file, argv, {
@@ -46,12 +105,22 @@ export class ExecRunner implements CommandRunner {
       const stdout: Buffer[] = [];
       const stderr: Buffer[] = [];
       let timedOut = false;
+      /** Why the registry killed it (the agent stopping), if it did. */
+      let killedBecause: string | undefined;
       let settled = false;
 
       const timer = setTimeout(() => {
         timedOut = true;
         killGroup(child.pid, () => child.kill('SIGKILL'));
       }, timeoutMs);
+      const untrack = this.#registry.track({
+        pid: child.pid,
+        kill: (reason) => {
+          if (settled || killedBecause !== undefined) return;
+          killedBecause = reason;
+          killGroup(child.pid, () => child.kill('SIGKILL'));
+        },
+      });
 
       child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk));
       child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
@@ -65,6 +134,7 @@ export class ExecRunner implements CommandRunner {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        untrack();
         reject(new CommandError({ ...failure, exitCode: null, spawnError: error.message }));
       });
 
@@ -72,6 +142,7 @@ export class ExecRunner implements CommandRunner {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        untrack();
         const durationMs = Math.round((performance.now() - started) * 10) / 10;
         const result = {
           stdout: Buffer.concat(stdout).toString('utf8'),
@@ -80,10 +151,14 @@ export class ExecRunner implements CommandRunner {
           durationMs,
         };
         this.#logger?.debug(
-          { command: spec.command, args, netns: spec.netns, exitCode: code, signal, timedOut, durationMs },
+          { command: spec.command, args, netns: spec.netns, exitCode: code, signal, timedOut, killedBecause, durationMs },
           'command finished',
         );
-        const ok = !timedOut && code !== null && (code === 0 || (spec.okExitCodes?.includes(code) ?? false));
+        const ok =
+          !timedOut &&
+          killedBecause === undefined &&
+          code !== null &&
+          (code === 0 || (spec.okExitCodes?.includes(code) ?? false));
         if (ok) {
           resolve(result);
           return;
@@ -96,15 +171,16 @@ export class ExecRunner implements CommandRunner {
             stderr: result.stderr,
             stdout: result.stdout,
             timedOut,
+            ...(killedBecause !== undefined && { hint: `killed: ${killedBecause}` }),
           }),
         );
       };
 
       child.on('close', finish);
       child.on('exit', (code, signal) => {
-        // After a timeout, a descendant that left the process group may still hold stdout open, and 'close' would
-        // wait for it; the deadline is over, so give up on the pipes.
-        if (!timedOut) return;
+        // After a timeout or a kill, a descendant that left the process group may still hold stdout open, and
+        // 'close' would wait for it; the command is over, so give up on the pipes.
+        if (!timedOut && killedBecause === undefined) return;
         child.stdout?.destroy();
         child.stderr?.destroy();
         finish(code, signal);
