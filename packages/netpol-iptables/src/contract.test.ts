@@ -21,6 +21,7 @@ const missing = missingForRealTests();
 describe.skipIf(missing !== undefined)('netpol-iptables', () => {
   runControllerContractSuite({
     name: 'netpol',
+    plugin: { plugin: createNetpolIptablesPlugin(), validOptions: { netns: 'tnf-contract', syncPeriodMs: 60_000 } },
     hangBoundMs: 3_000,
     async setup() {
       const exec = new ExecRunner();

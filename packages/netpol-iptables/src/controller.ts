@@ -1,22 +1,24 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { createSyncController, SyncFailures, messageOf } from '@kube-router/controller';
 import type { Controller, PluginContext } from '@kube-router/controller';
-import { Ipset, Iptables, Mutex } from '@kube-router/netfilter';
+import { FailFastSession, Ipset, Iptables, Mutex } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
-import { PolicyCompiler } from '@kube-router/netpol';
+import { nodePodCidrs } from '@kube-router/kube';
+import type { NodePodCidrSource } from '@kube-router/kube';
+import { PolicyCompiler, policyProblemReports } from '@kube-router/netpol';
 import type {
   IpFamily,
   NamespaceLike,
   NetworkPolicyLike,
   PodLike,
   PolicyModel,
-  PolicyProblem,
 } from '@kube-router/netpol';
 import { KernelApplier } from './kernel.js';
 import type { ApplyResult, DesiredState } from './kernel.js';
 import { NetpolMetrics } from './metrics.js';
 import type { ResolvedNetpolIptablesOptions } from './options.js';
-import { cidrFamily, renderNode } from './render-node.js';
+import { removeNftablesLeftovers } from './nftables-leftovers.js';
+import { cidrFamily, renderLocalPodsSet, renderNode } from './render-node.js';
 import { renderPolicy } from './render-policy.js';
 import type { PolicyRender } from './render-policy.js';
 
@@ -33,6 +35,8 @@ export interface NetpolSources {
   onChange(handler: () => void): () => void;
   /** Records a Warning event on a NetworkPolicy. */
   warnPolicy(namespace: string, name: string, reason: string, message: string): void;
+  /** This node's Node object, for its pod CIDRs (--netpol-default-deny); undefined until known. */
+  node?(): NodePodCidrSource | undefined;
 }
 
 export interface NetpolControllerDeps {
@@ -56,10 +60,13 @@ export function createNetpolController(
   for (const range of [...options.serviceClusterIpRanges, ...options.serviceExternalIpRanges]) cidrFamily(range);
 
   const metrics = new NetpolMetrics(ctx.metrics.registry);
+  // Each sync's kernel writes depend on each other: once one times out, the rest fail at once instead of each
+  // waiting out its own timeout, so a hung iptables-restore fails the sync within about one command timeout.
+  const session = new FailFastSession(deps.runner);
   const iptables: Partial<Record<IpFamily, Iptables>> = {};
   for (const family of families) {
     iptables[family] = new Iptables({
-      runner: deps.runner,
+      runner: session,
       family,
       backend: options.iptablesBackend,
       netns: options.netns,
@@ -69,7 +76,7 @@ export function createNetpolController(
   const applier = new KernelApplier({
     families,
     iptables,
-    ipset: new Ipset({ runner: deps.runner, netns: options.netns, timeoutMs: options.commandTimeoutMs }),
+    ipset: new Ipset({ runner: session, netns: options.netns, timeoutMs: options.commandTimeoutMs }),
     logger: ctx.logger,
     timings: metrics,
   });
@@ -78,6 +85,7 @@ export function createNetpolController(
   const reported = new Set<string>();
   const exclusive = new Mutex();
   let unsubscribe: (() => void) | undefined;
+  let nftablesLeftoversRemoved = false;
 
   const renderPolicies = async (model: PolicyModel, progress: () => void): Promise<PolicyRender[]> => {
     const result: PolicyRender[] = [];
@@ -115,6 +123,17 @@ export function createNetpolController(
       throw new Error('informer caches have not synced: refusing to program rules from an incomplete view');
     }
     const started = performance.now();
+    const failures = new SyncFailures();
+    let podCidrs: string[] = [];
+    if (options.defaultDeny) {
+      try {
+        podCidrs = nodePodCidrs(deps.sources.node?.());
+        if (podCidrs.length === 0) throw new Error(`node ${ctx.nodeName} has no pod CIDRs (spec.podCIDRs or kube-router.io/pod-cidrs)`);
+      } catch (error) {
+        // Nothing to guard with: everything else is still programmed, and the sync fails so that the operator sees it.
+        failures.add('default-deny', error);
+      }
+    }
     const model = compiler.compile({
       pods: deps.sources.pods(),
       namespaces: deps.sources.namespaces(),
@@ -130,13 +149,23 @@ export function createNetpolController(
     if (reason === 'periodic' || reason === 'initial') applier.invalidate();
     const desired: DesiredState = {
       policies: policyRenders,
-      renderNode: (family, failed) => renderNode(model, family, options, failed),
+      renderNode: (family, failed) => renderNode(model, family, { ...options, podCidrs }, failed),
+      nodeSets: options.defaultDeny ? families.map((family) => renderLocalPodsSet(model, family)) : [],
     };
     const applyStarted = performance.now();
+    session.begin();
     const result = await applier.apply(desired, progress);
     metrics.policyChainsSyncTime.observe((performance.now() - applyStarted) / 1000);
 
-    const failures = new SyncFailures();
+    // Our chains enforce now: the nftables backend's tables can go without a moment of no enforcer.
+    if (!nftablesLeftoversRemoved && result.nodeFailures.size === 0) {
+      try {
+        nftablesLeftoversRemoved = await removeNftablesLeftovers(deps.runner, options.netns, options.commandTimeoutMs);
+      } catch (error) {
+        failures.add('nftables-leftovers', error);
+      }
+    }
+
     const seen = new Set<string>();
     const failedClosed = reportProblems(model, failures, (id, why, message) => report(seen, id, why, message));
     recordApplyFailures(result, failures, failedClosed, (id, why, message) => report(seen, id, why, message));
@@ -187,27 +216,13 @@ function reportProblems(
   failures: SyncFailures,
   report: (policyId: string, reason: string, message: string) => void,
 ): Set<string> {
-  const local = new Set(model.policies.map((policy) => policy.id));
-  const byPolicy = new Map<string, PolicyProblem[]>();
-  for (const problem of model.problems) {
-    if (!local.has(problem.policy)) continue;
-    let list = byPolicy.get(problem.policy);
-    if (!list) byPolicy.set(problem.policy, (list = []));
-    list.push(problem);
-  }
   const failedClosed = new Set<string>();
-  for (const [id, problems] of byPolicy) {
-    const describe = (p: PolicyProblem) => `${p.path}: ${p.message}`;
-    const errors = problems.filter((p) => p.severity === 'error');
-    const warnings = problems.filter((p) => p.severity === 'warning');
-    if (errors.length > 0) {
-      failedClosed.add(id);
-      const directions = [...new Set(errors.map((p) => p.direction ?? 'ingress and egress'))].join(', ');
-      const message = `invalid network policy, its pods fail closed (${directions}): ${errors.map(describe).join('; ')}`;
-      failures.add(`policy/${id}`, new Error(message));
-      report(id, 'InvalidNetworkPolicy', message);
+  for (const problem of policyProblemReports(model)) {
+    if (problem.failsClosed) {
+      failedClosed.add(problem.policy);
+      failures.add(`policy/${problem.policy}`, new Error(problem.message));
     }
-    if (warnings.length > 0) report(id, 'NetworkPolicyWarning', warnings.map(describe).join('; '));
+    report(problem.policy, problem.reason, problem.message);
   }
   return failedClosed;
 }

@@ -10,7 +10,7 @@ import { policy, smallCluster } from './testing/fixtures.js';
 
 // A fake runner beside the real tests of the same path (netpol.real.test.ts, restart.real.test.ts): here the point
 // is exactly which chains and sets each sync writes.
-const NODE_OPTIONS = { defaultDeny: false, serviceClusterIpRanges: [], serviceExternalIpRanges: [], nodePortRange: '30000-32767' };
+const NODE_OPTIONS = { defaultDeny: false, isolateUnselectedPods: false, serviceClusterIpRanges: [], serviceExternalIpRanges: [], nodePortRange: '30000-32767' };
 
 function desiredFor(policies: Parameters<typeof smallCluster>[0]): DesiredState {
   const model = smallCluster(policies);

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { BUILTIN_CHAINS, TEMP_SET, TOP_CHAINS, isOwnChain, isOwnSet, type BuiltinChain } from './names.js';
 import { renderSharedChains } from './render-node.js';
 import type { PolicyRender } from './render-policy.js';
-import { comment, setDigest } from './rules.js';
+import { comment, ipset, setDigest } from './rules.js';
 import type { ChainRender, SetRender } from './rules.js';
 
 /** What one sync wants in the kernel. */
@@ -13,6 +13,12 @@ export interface DesiredState {
   readonly policies: readonly PolicyRender[];
   /** The node's chains given the policies that could not be programmed (their targets then fail closed). */
   renderNode(family: IpFamily, failedPolicies: ReadonlySet<string>): ChainRender[];
+  /**
+   * Sets of the node, not of a policy (the local pods of --netpol-default-deny): created empty before the node
+   * chains that match on them, filled once those chains are in place, so that a pod enters them only when its rules
+   * are programmed.
+   */
+  readonly nodeSets?: readonly SetRender[];
 }
 
 export interface ApplyResult {
@@ -182,6 +188,12 @@ export class KernelApplier {
       progress();
     }
 
+    const nodeSets = desired.nodeSets ?? [];
+    await this.#writeNodeSets(
+      nodeSets.filter((set) => !this.#sets.has(set.spec.name)).map((set) => ipset(set.spec, [])),
+      nodeFailures,
+    );
+
     // 3. Node chains and the jumps from the built-in chains in one transaction per family, then stale chains.
     const failedIds = new Set(failed.keys());
     const chainFailures = new Map<string, unknown>();
@@ -200,6 +212,8 @@ export class KernelApplier {
       }
       progress();
     }
+
+    if (nodeFailures.size === 0) await this.#writeNodeSets(nodeSets, nodeFailures);
 
     // 4. Stale sets, once no rule refers to them.
     const setFailures = new Map<string, unknown>();
@@ -257,6 +271,19 @@ export class KernelApplier {
     for (const set of sets) {
       this.#sets.set(set.spec.name, set.digest);
       this.#setFamilies.set(set.spec.name, family);
+    }
+  }
+
+  async #writeNodeSets(sets: readonly SetRender[], nodeFailures: Map<IpFamily, unknown>): Promise<void> {
+    for (const family of this.#options.families) {
+      const changed = sets.filter((set) => set.spec.family === family && this.#sets.get(set.spec.name) !== set.digest);
+      if (changed.length === 0) continue;
+      try {
+        await this.#restoreSets(family, changed);
+      } catch (error) {
+        nodeFailures.set(family, error);
+        this.#fresh = false;
+      }
     }
   }
 
@@ -348,7 +375,7 @@ export class KernelApplier {
   }
 
   async #destroyStaleSets(desired: DesiredState, failures: Map<string, unknown>): Promise<number> {
-    const wanted = new Set<string>();
+    const wanted = new Set<string>((desired.nodeSets ?? []).map((set) => set.spec.name));
     for (const policy of desired.policies) {
       for (const family of this.#options.families) {
         for (const set of policy.families[family]?.sets ?? []) wanted.add(set.spec.name);

@@ -14,6 +14,16 @@ export const BUILTIN_CHAINS = Object.keys(TOP_CHAINS) as BuiltinChain[];
 export const COMMON_CHAIN = 'KUBE-NWPLCY-COMMON';
 /** Marks a packet as allowed by a policy; the target of rules that allow everything. */
 export const DEFAULT_CHAIN = 'KUBE-NWPLCY-DEFAULT';
+/**
+ * The end of each top-level chain with --netpol-default-deny: rejects addresses of the node's pod CIDRs that are not
+ * in the local pods set (pods whose rules are not programmed yet), then accepts what a pod chain passed.
+ */
+export const TAIL_CHAIN = 'KUBE-NWPLCY-TAIL';
+/** kube-router's names of the local pods set; IPv6 sets carry the `inet6:` prefix as kube-router's do. */
+export const LOCAL_PODS_SETS: Readonly<Record<IpFamily, string>> = {
+  ipv4: 'kube-router-local-pods',
+  ipv6: 'inet6:kube-router-local-pods',
+};
 export const POD_CHAIN_PREFIX = 'KUBE-POD-FW-';
 export const POLICY_CHAIN_PREFIX = 'KUBE-NWPLCY-';
 export const SOURCE_SET_PREFIX = 'KUBE-SRC-';
@@ -98,7 +108,7 @@ export function namedPortSetName(
 
 const HASHED = '[0-9A-F]{16}';
 const OWN_CHAIN = new RegExp(
-  `^(?:${[...Object.values(TOP_CHAINS), COMMON_CHAIN, DEFAULT_CHAIN].join('|')}|${POD_CHAIN_PREFIX}${HASHED}|${POLICY_CHAIN_PREFIX}${HASHED})$`,
+  `^(?:${[...Object.values(TOP_CHAINS), COMMON_CHAIN, DEFAULT_CHAIN, TAIL_CHAIN].join('|')}|${POD_CHAIN_PREFIX}${HASHED}|${POLICY_CHAIN_PREFIX}${HASHED})$`,
 );
 const OWN_SET = new RegExp(`^(?:${SOURCE_SET_PREFIX}|${DESTINATION_SET_PREFIX})${HASHED}$`);
 
@@ -111,5 +121,5 @@ export function isOwnChain(name: string): boolean {
 }
 
 export function isOwnSet(name: string): boolean {
-  return OWN_SET.test(name) || name === TEMP_SET;
+  return OWN_SET.test(name) || name === TEMP_SET || Object.values(LOCAL_PODS_SETS).includes(name);
 }

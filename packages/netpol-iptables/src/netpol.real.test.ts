@@ -267,9 +267,9 @@ describe.skipIf(missing !== undefined)('netpol enforcement in a lab node', () =>
     await enforce();
   });
 
-  it('denies pods that no policy selects with defaultDeny', async () => {
+  it('denies pods that no policy selects with isolateUnselectedPods', async () => {
     await enforcer.stop();
-    enforcer = await world.start({ options: { defaultDeny: true } });
+    enforcer = await world.start({ options: { isolateUnselectedPods: true } });
     world.policy('web', 'allow-all', { podSelector: {}, policyTypes: ['Ingress', 'Egress'], ingress: [{}], egress: [{}] });
     await enforce();
     expect(

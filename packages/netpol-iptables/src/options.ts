@@ -8,13 +8,19 @@ const portRange = z
     return low >= 1 && high <= 65535 && low <= high;
   }, 'ports must be 1-65535 and the first must not exceed the second');
 
-export const netpolIptablesOptions = z.object({
+export const netpolIptablesOptions = z.strictObject({
   /** --enable-ipv4: program iptables and inet sets. */
   enableIpv4: z.boolean().default(true),
   /** --enable-ipv6: program ip6tables and inet6 sets. */
   enableIpv6: z.boolean().default(true),
-  /** --netpol-default-deny: local pods that no policy selects are denied in both directions. */
+  /**
+   * --netpol-default-deny, as kube-router means it: traffic to or from an address of this node's pod CIDRs (Node
+   * spec.podCIDRs, or the annotations kube-router.io/pod-cidrs / kube-router.io/pod-cidr) whose pod's rules are not
+   * programmed yet is rejected, which closes the start-up race. Pods that no policy selects stay open.
+   */
   defaultDeny: z.boolean().default(false),
+  /** Not a kube-router flag: local pods that no policy selects are isolated in both directions. */
+  isolateUnselectedPods: z.boolean().default(false),
   /** --iptables-sync-period. */
   syncPeriodMs: z.number().int().positive().default(300_000),
   minSyncIntervalMs: z.number().int().nonnegative().optional(),

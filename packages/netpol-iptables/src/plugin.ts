@@ -7,6 +7,7 @@ import type { CommandRunner } from '@kube-router/netfilter';
 import type { Logger } from 'pino';
 import { createNetpolController, NETPOL_CONTROLLER } from './controller.js';
 import type { NetpolSources } from './controller.js';
+import { removeIptablesNetpol } from './cleanup.js';
 import { netpolIptablesOptions } from './options.js';
 import type { ResolvedNetpolIptablesOptions } from './options.js';
 
@@ -27,9 +28,24 @@ export function createNetpolIptablesPlugin(
       const kube = ctx.services.get(KubeServices);
       return createNetpolController(
         ctx,
-        { sources: informerSources(kube, ctx.logger), runner: overrides.runner ?? new ExecRunner({ logger: ctx.logger }) },
+        {
+          // The Node (its pod CIDRs) only matters to default deny; without it, node updates need not wake the loop.
+          sources: informerSources(kube, ctx.logger, options.defaultDeny ? ctx.nodeName : undefined),
+          runner: overrides.runner ?? new ExecRunner({ logger: ctx.logger }),
+        },
         options,
       );
+    },
+    // --cleanup-config: our jumps, chains and ipsets, and the nftables backend's tables; nothing of anyone else's.
+    async cleanup(ctx, options) {
+      const families = [...(options.enableIpv4 ? ['ipv4' as const] : []), ...(options.enableIpv6 ? ['ipv6' as const] : [])];
+      await removeIptablesNetpol({
+        runner: overrides.runner ?? new ExecRunner({ logger: ctx.logger }),
+        families,
+        backend: options.iptablesBackend,
+        ...(options.netns === undefined ? {} : { netns: options.netns }),
+        timeoutMs: options.commandTimeoutMs,
+      });
     },
   });
 }
@@ -37,7 +53,9 @@ export function createNetpolIptablesPlugin(
 /** NetworkPolicy enforcement with iptables chains and ipsets, as kube-router's --run-firewall. */
 export const netpolIptablesPlugin = createNetpolIptablesPlugin();
 
-export function informerSources(kube: KubeContext, logger: Logger): NetpolSources {
+/** The informers as NetpolSources; with `nodeName`, also this node's Node (its pod CIDRs, for default deny). */
+export function informerSources(kube: KubeContext, logger: Logger, nodeName?: string): NetpolSources {
+  const nodes = nodeName === undefined ? undefined : kube.informers.nodes();
   const pods = kube.informers.pods();
   const namespaces = kube.informers.namespaces();
   const policies = kube.informers.networkPolicies();
@@ -45,9 +63,11 @@ export function informerSources(kube: KubeContext, logger: Logger): NetpolSource
     pods: () => pods.list(),
     namespaces: () => namespaces.list(),
     policies: () => policies.list(),
-    hasSynced: () => pods.hasSynced() && namespaces.hasSynced() && policies.hasSynced(),
+    hasSynced: () => pods.hasSynced() && namespaces.hasSynced() && policies.hasSynced() && (nodes?.hasSynced() ?? true),
+    ...(nodes && nodeName !== undefined ? { node: () => nodes.get(nodeName) } : {}),
     onChange(handler) {
-      const removers = (['pods', 'namespaces', 'networkpolicies'] as const).map((resource) =>
+      const resources = ['pods', 'namespaces', 'networkpolicies', ...(nodes ? ['nodes' as const] : [])] as const;
+      const removers = resources.map((resource) =>
         kube.informers.onChange(resource, handler),
       );
       return () => removers.forEach((remove) => remove());

@@ -4,17 +4,27 @@ import {
   ACCEPT_MARK,
   COMMON_CHAIN,
   DEFAULT_CHAIN,
+  LOCAL_PODS_SETS,
   NFLOG_GROUP,
   POLICY_MARK,
+  TAIL_CHAIN,
   TOP_CHAINS,
   podChainName,
   policyChainName,
 } from './names.js';
-import { chain, comment } from './rules.js';
-import type { ChainRender } from './rules.js';
+import { chain, comment, ipset } from './rules.js';
+import type { ChainRender, SetRender } from './rules.js';
 
 export interface NodeRenderOptions {
+  /**
+   * kube-router's --netpol-default-deny: the top-level chains end in the tail chain, which rejects addresses of
+   * `podCidrs` that are not in the local pods set (pods whose rules are not programmed yet).
+   */
   readonly defaultDeny: boolean;
+  /** This node's pod CIDRs, either family; what default deny guards. */
+  readonly podCidrs?: readonly string[];
+  /** A stronger mode of its own: local pods that no policy selects are isolated both ways. */
+  readonly isolateUnselectedPods?: boolean;
   readonly serviceClusterIpRanges: readonly string[];
   readonly serviceExternalIpRanges: readonly string[];
   /** `30000-32767`. */
@@ -63,13 +73,41 @@ export function renderNode(
   }
 
   const accept = `${comment('rule to explicitly ACCEPT traffic that comply to network policies')} -m mark --mark ${ACCEPT_MARK} -j ACCEPT`;
+  const tail = options.defaultDeny ? [`${comment('netpol accept/reject')} -j ${TAIL_CHAIN}`] : [];
   return [
-    chain(TOP_CHAINS.INPUT, [...input, accept]),
-    chain(TOP_CHAINS.FORWARD, [...forwardEgress, ...forwardIngress, accept]),
-    chain(TOP_CHAINS.OUTPUT, [...output, accept]),
+    chain(TOP_CHAINS.INPUT, [...input, ...tail, accept]),
+    chain(TOP_CHAINS.FORWARD, [...forwardEgress, ...forwardIngress, ...tail, accept]),
+    chain(TOP_CHAINS.OUTPUT, [...output, ...tail, accept]),
     ...renderSharedChains(family),
+    ...(options.defaultDeny ? [renderTailChain(family, options.podCidrs ?? [])] : []),
     ...podChains,
   ];
+}
+
+/**
+ * kube-router's KUBE-NWPLCY-TAIL with --netpol-default-deny: an address of the node's pod CIDRs that is not in the
+ * local pods set has no programmed rules yet and is rejected, before the accept of what a pod chain passed (so an
+ * unprogrammed pod cannot get in on a programmed peer's pass). The node's own addresses (a bridge gateway inside the
+ * pod CIDR) are not pods. Pods that no policy selects are in the set and have no pod chain: they stay open.
+ */
+export function renderTailChain(family: IpFamily, podCidrs: readonly string[]): ChainRender {
+  const set = LOCAL_PODS_SETS[family];
+  const note = comment('reject unprogrammed local pod (default-deny)');
+  const rules: string[] = [];
+  for (const cidr of podCidrs.filter((candidate) => cidrFamily(candidate) === family)) {
+    rules.push(
+      `${note} -s ${cidr} -m set ! --match-set ${set} src -m addrtype ! --src-type LOCAL -j REJECT`,
+      `${note} -d ${cidr} -m set ! --match-set ${set} dst -m addrtype ! --dst-type LOCAL -j REJECT`,
+    );
+  }
+  rules.push(`${comment('rule to explicitly ACCEPT traffic that comply to network policies')} -m mark --mark ${ACCEPT_MARK} -j ACCEPT`);
+  return chain(TAIL_CHAIN, rules);
+}
+
+/** The local pods set of a family: every local pod address, once its chains are programmed. */
+export function renderLocalPodsSet(model: PolicyModel, family: IpFamily): SetRender {
+  const ips = [...new Set(model.pods.flatMap((pod) => pod.ips[family]))].sort();
+  return ipset({ name: LOCAL_PODS_SETS[family], type: 'hash:ip', family, ...(ips.length * 2 > 65_536 ? { maxElements: 2 ** Math.ceil(Math.log2(ips.length * 2)) } : {}) }, ips);
 }
 
 /**
@@ -92,7 +130,7 @@ function renderPodChain(
   failedPolicies: ReadonlySet<string>,
 ): string[] | undefined {
   const state = pod[direction];
-  if (!state.isolated && !options.defaultDeny) return undefined;
+  if (!state.isolated && !options.isolateUnselectedPods) return undefined;
   const who = `POD name:${pod.name} namespace: ${pod.namespace}`;
   const drop = (why: string) => [
     `${comment(`rule to log dropped traffic ${who}`)} -j NFLOG --nflog-group ${NFLOG_GROUP} -m limit --limit 10/minute --limit-burst 10`,
@@ -116,7 +154,7 @@ function renderPodChain(
   for (const id of state.policies) {
     rules.push(`${comment(`run through nw policy ${id}`)} -j ${policyChainName(id, direction, family)}`);
   }
-  const why = state.isolated ? 'no network policy allows it' : 'default deny: no network policy selects it';
+  const why = state.isolated ? 'no network policy allows it' : 'no network policy selects it (isolateUnselectedPods)';
   const [log, reject] = drop(why) as [string, string];
   rules.push(
     `-m mark ! --mark ${POLICY_MARK} ${log}`,

@@ -145,8 +145,8 @@ describe('renderNode', () => {
     expect(rules.some((rule) => rule.includes('! --mark'))).toBe(false);
   });
 
-  it('denies pods no policy selects with defaultDeny', () => {
-    const chains = renderNode(smallCluster([]), 'ipv6', { ...NODE_OPTIONS, defaultDeny: true });
+  it('denies pods no policy selects with isolateUnselectedPods', () => {
+    const chains = renderNode(smallCluster([]), 'ipv6', { ...NODE_OPTIONS, isolateUnselectedPods: true });
     for (const id of ['web/server', 'web/client']) {
       for (const direction of ['ingress', 'egress'] as const) {
         const rules = chains.find((chain) => chain.name === podChainName(id, direction, 'ipv6'))?.rules ?? [];
@@ -154,5 +154,23 @@ describe('renderNode', () => {
       }
     }
     expect(renderNode(smallCluster([]), 'ipv6', NODE_OPTIONS).some((chain) => chain.name.startsWith('KUBE-POD-FW-'))).toBe(false);
+  });
+
+  it("ends the top-level chains in kube-router's tail with defaultDeny, and leaves pods no policy selects open", () => {
+    const options = { ...NODE_OPTIONS, defaultDeny: true, podCidrs: ['10.244.0.0/24', 'fd00:10:244::/64'] };
+    const chains = renderNode(smallCluster([]), 'ipv4', options);
+    const tail = chains.find((chain) => chain.name === 'KUBE-NWPLCY-TAIL');
+    expect(tail?.rules).toEqual([
+      expect.stringContaining('-s 10.244.0.0/24 -m set ! --match-set kube-router-local-pods src -m addrtype ! --src-type LOCAL -j REJECT'),
+      expect.stringContaining('-d 10.244.0.0/24 -m set ! --match-set kube-router-local-pods dst -m addrtype ! --dst-type LOCAL -j REJECT'),
+      expect.stringContaining('-m mark --mark 0x20000/0x20000 -j ACCEPT'),
+    ]);
+    for (const top of ['KUBE-ROUTER-INPUT', 'KUBE-ROUTER-FORWARD', 'KUBE-ROUTER-OUTPUT']) {
+      expect(chains.find((chain) => chain.name === top)?.rules.at(-2)).toMatch(/-j KUBE-NWPLCY-TAIL$/);
+    }
+    expect(chains.some((chain) => chain.name.startsWith('KUBE-POD-FW-'))).toBe(false);
+    expect(renderNode(smallCluster([]), 'ipv4', NODE_OPTIONS).some((chain) => chain.name === 'KUBE-NWPLCY-TAIL')).toBe(false);
+    const v6 = renderNode(smallCluster([]), 'ipv6', options).find((chain) => chain.name === 'KUBE-NWPLCY-TAIL');
+    expect(v6?.rules[0]).toContain('-s fd00:10:244::/64 -m set ! --match-set inet6:kube-router-local-pods src');
   });
 });

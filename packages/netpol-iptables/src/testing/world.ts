@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { hasTool } from '@kube-router/netfilter';
 import { startApiServer, startLab } from '@kube-router/testkit';
@@ -17,6 +18,11 @@ export function missingForRealTests(): string | undefined {
   return undefined;
 }
 
+/** `tnf` and three random characters: the lab's run id, so that every name these tests create starts with krt-tnf. */
+export function testRunId(): string {
+  return `tnf${randomBytes(2).toString('hex').slice(0, 3)}`;
+}
+
 export interface World {
   api: ApiServer;
   kubeconfig: string;
@@ -33,7 +39,7 @@ export interface World {
 export async function startWorld(): Promise<World> {
   const api = await startApiServer({ port: 0 });
   const kubeconfig = await api.writeKubeconfig();
-  const lab = await startLab({ apiServer: api, probeTimeoutMs: 400 });
+  const lab = await startLab({ apiServer: api, probeTimeoutMs: 400, runId: testRunId() });
   const enforcers: TestEnforcer[] = [];
   return {
     api,

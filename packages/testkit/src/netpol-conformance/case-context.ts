@@ -4,7 +4,9 @@ import { expect } from 'vitest';
 import type { NetpolEnforcer } from './enforcer.js';
 import { mismatchesOf, observeCells, observeReachability } from './matrix.js';
 import type { MatrixScope, Observation } from './matrix.js';
+import { containerPorts } from './model.js';
 import type { IpFamily, PodKey } from './model.js';
+import type { CaseMode } from './cases.js';
 import { describeConnection, Reachability } from './reachability.js';
 import { renderReachabilityReport } from './report.js';
 import type { ConformanceWorld } from './world.js';
@@ -18,19 +20,85 @@ export interface CaseContextOptions {
   probeTimeoutMs?: number;
 }
 
+/** What the suite lets a case do with the enforcer beyond syncing it. */
+export interface CaseEnforcerControl {
+  /** The mode the suite runs the backend in. Default `default-allow`. */
+  mode?: CaseMode;
+  /** Stops the enforcer (its rules stay), runs `whileStopped`, then starts a new one for the same world. */
+  restart?(whileStopped: () => Promise<void>): Promise<void>;
+}
+
+/** What probing the late pod saw: to and from it on 80/TCP in both families, and between two programmed pods. */
+export interface LatePodProbe {
+  late: boolean[];
+  programmed: boolean[];
+  detail: string;
+}
+
 /** What a case sees: the world to change, and a check that syncs the enforcer and compares the matrix. */
 export class CaseContext {
   private readonly attempts: number;
   private readonly reprobes: number;
+  readonly mode: CaseMode;
 
   constructor(
     readonly caseName: string,
     readonly world: ConformanceWorld,
     private readonly enforcer: NetpolEnforcer,
     private readonly options: CaseContextOptions = {},
+    private readonly control: CaseEnforcerControl = {},
   ) {
     this.attempts = Math.max(1, options.checkAttempts ?? 3);
     this.reprobes = Math.max(0, options.reprobes ?? 2);
+    this.mode = control.mode ?? 'default-allow';
+  }
+
+  /**
+   * A pod whose rules arrive late: the enforcer is stopped, the pod `namespace/name` starts (an address of the node's
+   * pod CIDRs that no rule knows), `body` probes it and returns what to check once a new enforcer has started and
+   * synced. The pod is deleted afterwards, also on failure.
+   */
+  async withLatePod(
+    namespace: string,
+    name: string,
+    body: (probe: () => Promise<LatePodProbe>) => Promise<() => Promise<void>>,
+  ): Promise<void> {
+    const restart = this.control.restart;
+    if (!restart) {
+      expect.fail(`${this.caseName}: the suite cannot restart this enforcer`);
+      return;
+    }
+    const lab = this.world.lab;
+    const late = `${namespace}/${name}`;
+    const probe = async (): Promise<LatePodProbe> => {
+      const timeoutMs = this.options.probeTimeoutMs ?? 500;
+      const lateRequests = ([4, 6] as const).flatMap((family) => [
+        { from: 'x/a', to: late, port: 80, family, timeoutMs },
+        { from: late, to: 'x/a', port: 80, family, timeoutMs },
+      ]);
+      const programmedRequests = ([4, 6] as const).map((family) => ({ from: 'x/b', to: 'x/a', port: 80, family, timeoutMs }));
+      const results = await lab.probeMany([...lateRequests, ...programmedRequests]);
+      const detail = results
+        .map((r) => `IPv${r.request.family} ${String(r.request.from)} -> ${String(r.request.to)}: ${r.ok ? 'open' : `blocked (${r.error ?? ''})`}`)
+        .join('; ');
+      return {
+        late: results.slice(0, lateRequests.length).map((r) => r.ok),
+        programmed: results.slice(lateRequests.length).map((r) => r.ok),
+        detail,
+      };
+    };
+    let after: (() => Promise<void>) | undefined;
+    try {
+      await restart(async () => {
+        await lab.addPod({ namespace, name, labels: { pod: name }, ports: containerPorts() });
+        after = await body(probe);
+      });
+      await this.sync();
+      await after?.();
+    } finally {
+      await lab.deletePod(late);
+      await this.sync();
+    }
   }
 
   /** A fresh expectation: everything allowed. */

@@ -1,15 +1,24 @@
 import type { CaseContext } from './case-context.js';
+import { expect } from 'vitest';
 import type { NetworkPolicySpec } from './policy-spec.js';
 
-/** Which behaviour of the enforcer a case assumes. */
-export type CaseMode = 'default-allow' | 'default-deny';
+/**
+ * Which behaviour of the enforcer a case assumes. `default-allow`: Kubernetes' (pods that no policy selects are open).
+ * `default-deny`: kube-router's --netpol-default-deny, which only closes the start-up race (an address of the node's
+ * pod CIDRs whose pod's rules are not programmed yet is rejected); pods no policy selects stay open, so every
+ * default-allow case holds too. `isolate-unselected`: a stronger mode some backends offer, where pods that no policy
+ * selects are isolated both ways.
+ */
+export type CaseMode = 'default-allow' | 'default-deny' | 'isolate-unselected';
 
 export interface ConformanceCase {
   name: string;
-  /** Default 'default-allow': pods that no policy selects are open, as Kubernetes specifies. */
-  mode?: CaseMode;
+  /** The modes the case holds in. Default `default-allow` and `default-deny`. */
+  modes?: readonly CaseMode[];
   run(t: CaseContext): Promise<void>;
 }
+
+export const DEFAULT_CASE_MODES: readonly CaseMode[] = ['default-allow', 'default-deny'];
 
 const TCP = 'TCP' as const;
 const UDP = 'UDP' as const;
@@ -29,10 +38,34 @@ export const CONFORMANCE_CASES: readonly ConformanceCase[] = [
     },
   },
   {
-    name: 'default deny: isolates every pod when there is no policy',
-    mode: 'default-deny',
+    name: 'isolateUnselectedPods: isolates every pod when there is no policy',
+    modes: ['isolate-unselected'],
     async run(t) {
       await t.check(t.reachability().expectAll(false), bothFamilies);
+    },
+  },
+  {
+    name: 'a pod whose rules arrive late (it starts while the enforcer is down) is open, or rejected with --netpol-default-deny, until programmed',
+    modes: ['default-allow', 'default-deny'],
+    async run(t) {
+      const rejectedUntilProgrammed = t.mode === 'default-deny';
+      await t.sync();
+      await t.withLatePod('x', 'late', async (probe) => {
+        // Before: the enforcer is down, the pod has an address in the node's pod CIDRs and no rules.
+        const before = await probe();
+        expect(before.late, `traffic to and from the unprogrammed pod: ${before.detail}`).toEqual(
+          before.late.map(() => !rejectedUntilProgrammed),
+        );
+        expect(before.programmed, `programmed pods no policy selects stay open: ${before.detail}`).toEqual(
+          before.programmed.map(() => true),
+        );
+        return async () => {
+          // After: the enforcer is back and synced; no policy selects the pod, so it is open.
+          const after = await probe();
+          expect(after.late, `the pod once programmed: ${after.detail}`).toEqual(after.late.map(() => true));
+          expect(after.programmed, after.detail).toEqual(after.programmed.map(() => true));
+        };
+      });
     },
   },
   {

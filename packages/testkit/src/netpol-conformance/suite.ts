@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CaseContext } from './case-context.js';
-import type { CaseContextOptions } from './case-context.js';
-import { CONFORMANCE_CASES } from './cases.js';
+import type { CaseContextOptions, CaseEnforcerControl } from './case-context.js';
+import { CONFORMANCE_CASES, DEFAULT_CASE_MODES } from './cases.js';
 import type { CaseMode } from './cases.js';
 import type { NetpolEnforcer, StartEnforcer } from './enforcer.js';
 import { worldSkipReason } from './preconditions.js';
@@ -10,11 +10,16 @@ import { ConformanceWorld } from './world.js';
 
 export interface NetpolConformanceFeatures {
   /**
-   * The enforcer runs with a default-deny option: pods that no policy selects are isolated. Off by default, as in
-   * Kubernetes. When on, the suite runs only the cases that hold in that mode (the default-allow ones assume open
-   * unselected pods).
+   * The enforcer runs with kube-router's --netpol-default-deny: an address of the node's pod CIDRs whose pod's rules
+   * are not programmed yet is rejected; pods no policy selects stay open. Every default-allow case still holds, and
+   * the late-pod case expects the unprogrammed pod rejected.
    */
   defaultDeny?: boolean;
+  /**
+   * The enforcer isolates pods that no policy selects (a stronger option than kube-router's flag). Only the cases
+   * written for that mode run: the others assume open unselected pods.
+   */
+  isolateUnselectedPods?: boolean;
 }
 
 export interface NetpolConformanceOptions {
@@ -31,6 +36,8 @@ export interface NetpolConformanceOptions {
   checkAttempts?: number;
   /** How many times differing cells are probed again, alone, before a re-sync. Default 2. */
   reprobes?: number;
+  /** The lab's run id, in every namespace and interface name it creates (a prefix of the backend's own). */
+  runId?: string;
   /** Only the cases whose name contains one of these (for debugging a backend). */
   only?: readonly string[];
 }
@@ -45,7 +52,11 @@ const CASE_TIMEOUT_MS = 60_000;
  */
 export function runNetpolConformanceSuite(options: NetpolConformanceOptions): void {
   const skipReason = options.skip ?? worldSkipReason();
-  const mode: CaseMode = options.features?.defaultDeny ? 'default-deny' : 'default-allow';
+  const mode: CaseMode = options.features?.isolateUnselectedPods
+    ? 'isolate-unselected'
+    : options.features?.defaultDeny
+      ? 'default-deny'
+      : 'default-allow';
   const title = `netpol conformance: ${options.name}${skipReason ? ` (skipped: ${skipReason})` : ''}`;
 
   describe.skipIf(skipReason !== undefined)(title, () => {
@@ -53,9 +64,34 @@ export function runNetpolConformanceSuite(options: NetpolConformanceOptions): vo
     let enforcer: NetpolEnforcer | undefined;
     let current: CaseContext | undefined;
 
+    const env = () => {
+      if (!world) throw new Error('the world did not start');
+      return { kubeconfig: world.kubeconfig, nodeName: world.nodeName, netns: world.nodeNetns };
+    };
+    // Cases hold this one; a restart swaps the enforcer behind it.
+    const facade: NetpolEnforcer = {
+      syncNow: () => (enforcer ? enforcer.syncNow() : Promise.reject(new Error('the enforcer did not start'))),
+      stop: () => enforcer?.stop() ?? Promise.resolve(),
+    };
+    const control: CaseEnforcerControl = {
+      mode,
+      async restart(whileStopped) {
+        await enforcer?.stop();
+        enforcer = undefined;
+        try {
+          await whileStopped();
+        } finally {
+          enforcer = await options.startEnforcer(env());
+        }
+      },
+    };
+
     beforeAll(async () => {
-      world = await ConformanceWorld.start(options.probeTimeoutMs === undefined ? {} : { probeTimeoutMs: options.probeTimeoutMs });
-      enforcer = await options.startEnforcer({ kubeconfig: world.kubeconfig, nodeName: world.nodeName, netns: world.nodeNetns });
+      world = await ConformanceWorld.start({
+        ...(options.probeTimeoutMs === undefined ? {} : { probeTimeoutMs: options.probeTimeoutMs }),
+        ...(options.runId === undefined ? {} : { runId: options.runId }),
+      });
+      enforcer = await options.startEnforcer(env());
     }, SETUP_TIMEOUT_MS);
 
     afterAll(async () => {
@@ -70,15 +106,15 @@ export function runNetpolConformanceSuite(options: NetpolConformanceOptions): vo
       current = undefined;
       if (!world || !enforcer || !finished) return;
       world.reset();
-      const baseline = new CaseContext(`back to baseline after "${finished.caseName}"`, world, enforcer, contextOptions(options));
-      await baseline.check(new Reachability().expectAll(mode === 'default-allow'), { ports: [80], protocols: ['TCP'] });
+      const baseline = new CaseContext(`back to baseline after "${finished.caseName}"`, world, facade, contextOptions(options), control);
+      await baseline.check(new Reachability().expectAll(mode !== 'isolate-unselected'), { ports: [80], protocols: ['TCP'] });
     }, CASE_TIMEOUT_MS);
 
     // Cases of the other mode, and those `only` leaves out, are not registered at all rather than reported skipped:
     // they do not apply to this backend, nothing is missing.
     const cases = CONFORMANCE_CASES.filter(
       (candidate) =>
-        (candidate.mode ?? 'default-allow') === mode &&
+        (candidate.modes ?? DEFAULT_CASE_MODES).includes(mode) &&
         (options.only === undefined || options.only.some((part) => candidate.name.includes(part))),
     );
     for (const conformanceCase of cases) {
@@ -88,7 +124,7 @@ export function runNetpolConformanceSuite(options: NetpolConformanceOptions): vo
           expect(world, 'the world did not start').toBeDefined();
           expect(enforcer, 'the enforcer did not start').toBeDefined();
           if (!world || !enforcer) return;
-          current = new CaseContext(conformanceCase.name, world, enforcer, contextOptions(options));
+          current = new CaseContext(conformanceCase.name, world, facade, contextOptions(options), control);
           await conformanceCase.run(current);
         },
         CASE_TIMEOUT_MS,

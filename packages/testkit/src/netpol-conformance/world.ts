@@ -16,6 +16,8 @@ export interface WorldOptions {
   probeTimeoutMs?: number;
   /** Default: the lab's, 10.244.0.0/24 and fd00:10:244::/64. */
   podCidrs?: readonly string[];
+  /** The lab's run id (1-6 lowercase letters or digits) in every name it creates; random by default. */
+  runId?: string;
 }
 
 /**
@@ -39,6 +41,7 @@ export class ConformanceWorld {
         apiServer: api,
         ...(options.nodeName === undefined ? {} : { nodeName: options.nodeName }),
         ...(options.podCidrs === undefined ? {} : { podCidrs: options.podCidrs }),
+        ...(options.runId === undefined ? {} : { runId: options.runId }),
         ...(options.probeTimeoutMs === undefined ? {} : { probeTimeoutMs: options.probeTimeoutMs }),
       });
       for (const namespace of NAMESPACES) {

@@ -1,0 +1,59 @@
+import type { IpFamily } from '@kube-router/netpol';
+import { hasTool, Ipset, IpsetScript, Iptables, renderIptablesRestore } from '@kube-router/netfilter';
+import type { CommandRunner, IptablesBackend } from '@kube-router/netfilter';
+import { BUILTIN_CHAINS, TOP_CHAINS, isOwnChain, isOwnSet } from './names.js';
+import { removeNftablesLeftovers } from './nftables-leftovers.js';
+
+export interface CleanupOptions {
+  readonly runner: CommandRunner;
+  readonly families: readonly IpFamily[];
+  readonly backend: IptablesBackend;
+  readonly netns?: string;
+  readonly timeoutMs: number;
+}
+
+/**
+ * --cleanup-config: the jumps from the built-in chains, every chain and ipset of ours (and the nftables backend's
+ * tables, in case it ran last), nothing of anyone else's. Each family is one iptables-restore, so a half-removed
+ * state is never seen; every failure is reported, joined.
+ */
+export async function removeIptablesNetpol(options: CleanupOptions): Promise<void> {
+  const errors: unknown[] = [];
+  const top = new Set<string>(Object.values(TOP_CHAINS));
+  const netns = options.netns === undefined ? {} : { netns: options.netns };
+  for (const family of options.families) {
+    try {
+      const iptables = new Iptables({ runner: options.runner, family, backend: options.backend, ...netns, timeoutMs: options.timeoutMs });
+      const table = await iptables.saveParsed('filter');
+      const jumps = table.chains
+        .filter((chain) => BUILTIN_CHAINS.includes(chain.name as never))
+        .flatMap((chain) => chain.rules.filter((rule) => rule.target !== undefined && top.has(rule.target)));
+      const chains = table.chains.filter((chain) => !chain.builtin && isOwnChain(chain.name)).map((chain) => chain.name);
+      if (jumps.length === 0 && chains.length === 0) continue;
+      await iptables.restore(
+        renderIptablesRestore([{ table: 'filter', chains: [], lines: jumps.map((rule) => `-D ${rule.chain} ${rule.spec}`), deleteChains: chains }]),
+      );
+    } catch (error) {
+      errors.push(error);
+    }
+  }
+  if (hasTool('ipset')) {
+    try {
+      const ipset = new Ipset({ runner: options.runner, ...netns, timeoutMs: options.timeoutMs });
+      const names = (await ipset.listNames()).filter(isOwnSet);
+      if (names.length > 0) {
+        const script = new IpsetScript();
+        for (const name of names) script.destroy(name);
+        await ipset.restore(script);
+      }
+    } catch (error) {
+      errors.push(error);
+    }
+  }
+  try {
+    await removeNftablesLeftovers(options.runner, options.netns, options.timeoutMs);
+  } catch (error) {
+    errors.push(error);
+  }
+  if (errors.length > 0) throw new AggregateError(errors, `netpol cleanup failed: ${errors.map(String).join('; ')}`);
+}

@@ -1,0 +1,467 @@
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import type { IpFamily } from '@kube-router/netpol';
+import { CommandError } from '@kube-router/netfilter';
+import type { Nft, NftRuleset } from '@kube-router/netfilter';
+import type { Logger } from 'pino';
+import { canonicalIntervals } from './interval.js';
+import { TABLES, isOwnChain, isOwnSet, isPodChain } from './names.js';
+import { chainScript, elementLines, revisionOf, setDeclaration } from './objects.js';
+import type { ChainRender, SetRender } from './objects.js';
+import type { PolicyRender } from './render-policy.js';
+import type { NodeRender } from './render-node.js';
+
+/** What one sync wants in the kernel. */
+export interface DesiredState {
+  readonly policies: readonly PolicyRender[];
+  /** The node's objects given the policies the kernel refused (their targets then fail closed). */
+  renderNode(family: IpFamily, failedPolicies: ReadonlySet<string>): NodeRender;
+}
+
+export interface ApplyResult {
+  /** Policies whose transaction the kernel refused, with why; their targets were failed closed. */
+  readonly failedPolicies: ReadonlyMap<string, unknown>;
+  /** The dispatch transaction (pod chains, maps, base chains) failed: nothing of it changed. */
+  readonly nodeFailure?: unknown;
+  /** Stale chains or sets the kernel would not delete, by `<family>/<name>`; retried next sync. */
+  readonly staleFailures: ReadonlyMap<string, unknown>;
+  readonly transactions: number;
+  readonly chainsWritten: number;
+  readonly setsWritten: number;
+  readonly deleted: number;
+}
+
+export interface KernelTimings {
+  /** Reading a family's table back (`nft -j list table`). */
+  list?(family: IpFamily, seconds: number): void;
+  /** One `nft -f` transaction. */
+  transaction?(seconds: number): void;
+}
+
+interface KnownChain {
+  /** From the `[rev ...]` tag of its first rule; undefined when the chain is not one we wrote as it is. */
+  readonly digest: string | undefined;
+  readonly ruleCount: number;
+}
+
+interface KnownSet {
+  readonly type: string;
+  readonly interval: boolean;
+  readonly map: string | undefined;
+  /** Canonical elements (map entries as `key : verdict`). */
+  readonly elements: ReadonlySet<string>;
+}
+
+interface FamilyState {
+  tableExists: boolean;
+  readonly chains: Map<string, KnownChain>;
+  readonly sets: Map<string, KnownSet>;
+}
+
+export interface KernelApplierOptions {
+  readonly families: readonly IpFamily[];
+  readonly nft: Nft;
+  readonly logger: Logger;
+  readonly timings?: KernelTimings;
+}
+
+/**
+ * Keeps our tables equal to the desired state while writing only what changed. It knows what the kernel holds from
+ * reading it back (`nft -j`, at start, on periodic syncs and after any failure) and from what it wrote since.
+ * Nothing is flushed up front: each chain is replaced inside the transaction that writes it, sets change by element
+ * adds and deletes, so traffic never sees a chain or set half-written, and a restarted agent adopts what is in place.
+ *
+ * Policies go first, each family of each policy a unit of its own: all changed units are tried in one transaction,
+ * and a transaction the kernel refuses is split in halves until the refused units are alone, so one bad policy
+ * costs a few extra transactions and never keeps the others out. Then the dispatch of each family (pod chains, maps,
+ * base chains) in one transaction, then the deletion of what nothing refers to any more.
+ */
+export class KernelApplier {
+  readonly #options: KernelApplierOptions;
+  readonly #state = new Map<IpFamily, FamilyState>();
+  #fresh = false;
+
+  constructor(options: KernelApplierOptions) {
+    this.#options = options;
+  }
+
+  invalidate(): void {
+    this.#fresh = false;
+  }
+
+  /** Our chains, sets and rules known to be in the kernel. */
+  counts(): { chains: number; sets: number; rules: number } {
+    let chains = 0;
+    let sets = 0;
+    let rules = 0;
+    for (const state of this.#state.values()) {
+      chains += state.chains.size;
+      sets += state.sets.size;
+      for (const known of state.chains.values()) rules += known.ruleCount;
+    }
+    return { chains, sets, rules };
+  }
+
+  async refresh(): Promise<void> {
+    for (const family of this.#options.families) {
+      const started = performance.now();
+      const ruleset = await this.#list(family);
+      this.#options.timings?.list?.(family, (performance.now() - started) / 1000);
+      this.#state.set(family, readState(ruleset, family));
+    }
+    this.#fresh = true;
+  }
+
+  async apply(desired: DesiredState, progress: () => void = () => undefined): Promise<ApplyResult> {
+    if (!this.#fresh) await this.refresh();
+    const failed = new Map<string, unknown>();
+    const counters = { transactions: 0, chainsWritten: 0, setsWritten: 0, deleted: 0 };
+    const slice = timeSlicer(progress);
+
+    let foundation = this.#foundation(desired);
+    const units = await this.#policyUnits(desired, slice);
+    let nodes = this.#nodes(desired, new Set());
+    let dispatch = this.#dispatch(nodes, foundation.chainNames);
+    await slice();
+
+    // Usually the kernel refuses nothing: then all of it is one transaction, one nft process reading the tables once.
+    let nodeFailure: unknown;
+    let committed = false;
+    const all = [...foundation.lines, ...units.flatMap((unit) => unit.lines), ...dispatch.lines];
+    if (all.length === 0) {
+      committed = true;
+    } else {
+      try {
+        await this.#transaction(all, counters);
+        for (const write of [...foundation.writes, ...units, ...dispatch.writes]) this.#wrote(write.family, write.chains, write.sets, counters);
+        committed = true;
+      } catch (error) {
+        this.#options.logger.debug({ err: error }, 'the sync transaction was refused; writing it in steps to find what failed');
+      }
+    }
+
+    if (!committed) {
+      // 0. What policy chains refer to (the default chain) and the node's sets and maps: on an empty kernel a policy
+      //    whose rule allows everything cannot be written before them.
+      foundation = this.#foundation(desired);
+      if (foundation.lines.length > 0) {
+        try {
+          await this.#transaction(foundation.lines, counters);
+          for (const write of foundation.writes) this.#wrote(write.family, write.chains, write.sets, counters);
+        } catch (error) {
+          // Then nothing else can be written: the policies fail with their own errors, the dispatch with this.
+          this.#options.logger.warn({ err: error }, 'could not write the shared chains');
+          this.#fresh = false;
+        }
+      }
+      // 1. Policies, halving refused batches until the refused units are alone.
+      await this.#applyUnits(await this.#policyUnits(desired, slice), failed, counters);
+      progress();
+      // 2. The dispatch of every family in one transaction, with the refused policies' targets failed closed.
+      nodes = this.#nodes(desired, new Set(failed.keys()));
+      dispatch = this.#dispatch(nodes, new Map());
+      if (dispatch.lines.length > 0) {
+        try {
+          await this.#transaction(dispatch.lines, counters);
+          for (const write of dispatch.writes) this.#wrote(write.family, write.chains, write.sets, counters);
+        } catch (error) {
+          nodeFailure = error;
+          this.#fresh = false;
+        }
+      }
+    }
+    progress();
+
+    // 3. What nothing refers to any more: pod chains first (they jump to policy chains), then policy chains, sets.
+    const staleFailures = new Map<string, unknown>();
+    if (nodeFailure === undefined) await this.#deleteStale(desired, nodes, staleFailures, counters);
+    if (failed.size > 0 || staleFailures.size > 0) this.#fresh = false;
+    return { failedPolicies: failed, ...(nodeFailure === undefined ? {} : { nodeFailure }), staleFailures, ...counters };
+  }
+
+  /** The shared chains that changed and the node's sets and maps not yet in the kernel (declared empty). */
+  #foundation(desired: DesiredState): { lines: string[]; writes: Write[]; chainNames: Map<IpFamily, Set<string>> } {
+    const lines: string[] = [];
+    const writes: Write[] = [];
+    const chainNames = new Map<IpFamily, Set<string>>();
+    for (const family of this.#options.families) {
+      const state = this.#family(family);
+      const shared = desired.renderNode(family, new Set());
+      const chains = shared.sharedChains.filter((c) => !sameChain(state.chains.get(c.name), c));
+      const declared = shared.sets.filter((set) => !state.sets.has(set.name)).map((set) => ({ ...set, elements: [] }));
+      chainNames.set(family, new Set(chains.map((c) => c.name)));
+      if (chains.length + declared.length === 0) continue;
+      lines.push(...this.#unitScript(family, chains, declared));
+      writes.push({ family, chains, sets: declared });
+    }
+    return { lines, writes, chainNames };
+  }
+
+  /** Each (policy, family) whose chains or sets differ from the kernel's, with the lines that make them equal. */
+  async #policyUnits(desired: DesiredState, slice: () => Promise<void>): Promise<Unit[]> {
+    const units: Unit[] = [];
+    for (const policy of desired.policies) {
+      for (const family of this.#options.families) {
+        const render = policy.families[family];
+        if (!render) continue;
+        const state = this.#family(family);
+        const chains = render.chains.filter((candidate) => !sameChain(state.chains.get(candidate.name), candidate));
+        const sets = render.sets.filter((candidate) => !sameSet(state.sets.get(candidate.name), candidate, family));
+        if (chains.length === 0 && sets.length === 0) continue;
+        units.push({ policy: policy.id, family, chains, sets, lines: this.#unitScript(family, chains, sets) });
+      }
+      await slice();
+    }
+    return units;
+  }
+
+  #nodes(desired: DesiredState, failedPolicies: ReadonlySet<string>): Map<IpFamily, NodeRender> {
+    return new Map(this.#options.families.map((family) => [family, desired.renderNode(family, failedPolicies)] as const));
+  }
+
+  /** The node's changed chains and elements; `written` are shared chains the same transaction writes already. */
+  #dispatch(nodes: ReadonlyMap<IpFamily, NodeRender>, written: ReadonlyMap<IpFamily, ReadonlySet<string>>): { lines: string[]; writes: Write[] } {
+    const lines: string[] = [];
+    const writes: Write[] = [];
+    for (const [family, node] of nodes) {
+      const state = this.#family(family);
+      const skip = written.get(family) ?? new Set<string>();
+      const chains = [...node.sharedChains, ...node.podChains].filter((c) => !skip.has(c.name) && !sameChain(state.chains.get(c.name), c));
+      const sets = node.sets.filter((candidate) => !sameSet(state.sets.get(candidate.name), candidate, family));
+      const base = node.baseChains.filter((c) => !sameChain(state.chains.get(c.name), c));
+      if (chains.length + sets.length + base.length === 0) continue;
+      // Chains before the map elements that jump to them; the base chains, which use the maps, last.
+      lines.push(...this.#unitScript(family, chains, sets), ...base.flatMap((c) => chainScript(tableRef(family), c)));
+      writes.push({ family, chains: [...chains, ...base], sets });
+    }
+    return { lines, writes };
+  }
+
+  async #applyUnits(units: readonly Unit[], failed: Map<string, unknown>, counters: Counters): Promise<void> {
+    if (units.length === 0) return;
+    try {
+      await this.#transaction(units.flatMap((unit) => unit.lines), counters);
+      for (const unit of units) this.#wrote(unit.family, unit.chains, unit.sets, counters);
+    } catch (error) {
+      if (units.length === 1) {
+        const unit = units[0] as Unit;
+        this.#options.logger.warn({ err: error, policy: unit.policy, family: unit.family }, 'the kernel refused a policy');
+        failed.set(unit.policy, error);
+        return;
+      }
+      // Nothing of a refused transaction was committed: halve it until the refused units are alone.
+      const middle = Math.ceil(units.length / 2);
+      await this.#applyUnits(units.slice(0, middle), failed, counters);
+      await this.#applyUnits(units.slice(middle), failed, counters);
+    }
+  }
+
+  #unitScript(family: IpFamily, chains: readonly ChainRender[], sets: readonly SetRender[]): string[] {
+    const table = tableRef(family);
+    const state = this.#family(family);
+    const lines: string[] = state.tableExists ? [] : [`add table ${table}`];
+    // Sets before the chains that match on them; verdict maps after the chains their elements jump to.
+    for (const set of sets) if (!set.map) lines.push(...setScript(table, set, state.sets.get(set.name)));
+    for (const written of chains) lines.push(...chainScript(table, written));
+    for (const set of sets) if (set.map) lines.push(...setScript(table, set, state.sets.get(set.name)));
+    return lines;
+  }
+
+  #wrote(family: IpFamily, chains: readonly ChainRender[], sets: readonly SetRender[], counters: Counters): void {
+    const state = this.#family(family);
+    state.tableExists = true;
+    for (const written of chains) state.chains.set(written.name, { digest: written.digest, ruleCount: written.rules.length });
+    for (const set of sets) state.sets.set(set.name, knownSetOf(set, family));
+    counters.chainsWritten += chains.length;
+    counters.setsWritten += sets.length;
+  }
+
+  async #deleteStale(
+    desired: DesiredState,
+    nodes: ReadonlyMap<IpFamily, NodeRender>,
+    failures: Map<string, unknown>,
+    counters: Counters,
+  ): Promise<void> {
+    const doomed: { family: IpFamily; kind: 'chain' | 'set' | 'map'; name: string }[] = [];
+    for (const family of this.#options.families) {
+      const state = this.#family(family);
+      const node = nodes.get(family);
+      const wantedChains = new Set<string>();
+      const wantedSets = new Set<string>();
+      for (const c of [...(node?.sharedChains ?? []), ...(node?.podChains ?? []), ...(node?.baseChains ?? [])]) wantedChains.add(c.name);
+      for (const s of node?.sets ?? []) wantedSets.add(s.name);
+      for (const policy of desired.policies) {
+        for (const c of policy.families[family]?.chains ?? []) wantedChains.add(c.name);
+        for (const s of policy.families[family]?.sets ?? []) wantedSets.add(s.name);
+      }
+      const staleChains = [...state.chains.keys()].filter((name) => !wantedChains.has(name) && isOwnChain(name));
+      staleChains.sort((a, b) => Number(isPodChain(b)) - Number(isPodChain(a)));
+      for (const name of staleChains) doomed.push({ family, kind: 'chain', name });
+      for (const [name, known] of state.sets) {
+        if (!wantedSets.has(name) && isOwnSet(name)) doomed.push({ family, kind: known.map ? 'map' : 'set', name });
+      }
+    }
+    if (doomed.length === 0) return;
+    const line = (item: (typeof doomed)[number]) => `delete ${item.kind} ${tableRef(item.family)} ${item.name}`;
+    const forget = (item: (typeof doomed)[number]) => {
+      const state = this.#family(item.family);
+      if (item.kind === 'chain') state.chains.delete(item.name);
+      else state.sets.delete(item.name);
+      counters.deleted++;
+    };
+    try {
+      await this.#transaction(doomed.map(line), counters);
+      doomed.forEach(forget);
+    } catch (error) {
+      this.#options.logger.warn({ err: error }, 'could not delete every stale chain and set at once; deleting one by one');
+      for (const item of doomed) {
+        try {
+          await this.#transaction([line(item)], counters);
+          forget(item);
+        } catch (single) {
+          failures.set(`${item.family}/${item.name}`, single);
+        }
+      }
+    }
+  }
+
+  async #transaction(lines: readonly string[], counters: Counters): Promise<void> {
+    const started = performance.now();
+    counters.transactions++;
+    await this.#options.nft.apply(`${lines.join('\n')}\n`);
+    this.#options.timings?.transaction?.((performance.now() - started) / 1000);
+  }
+
+  async #list(family: IpFamily): Promise<NftRuleset> {
+    const { family: nftFamily, name } = TABLES[family];
+    try {
+      return await this.#options.nft.list(['table', nftFamily, name]);
+    } catch (error) {
+      if (error instanceof CommandError && /No such file or directory/.test(error.stderr)) {
+        return { tables: [], chains: [], rules: [], sets: [], maps: [] };
+      }
+      throw error;
+    }
+  }
+
+  #family(family: IpFamily): FamilyState {
+    let state = this.#state.get(family);
+    if (!state) this.#state.set(family, (state = { tableExists: false, chains: new Map(), sets: new Map() }));
+    return state;
+  }
+}
+
+interface Unit {
+  readonly policy: string;
+  readonly family: IpFamily;
+  readonly chains: readonly ChainRender[];
+  readonly sets: readonly SetRender[];
+  readonly lines: readonly string[];
+}
+
+interface Write {
+  readonly family: IpFamily;
+  readonly chains: readonly ChainRender[];
+  readonly sets: readonly SetRender[];
+}
+
+/** Yields to the event loop once `SLICE_MS` of synchronous work has passed, beating the sync's progress. */
+function timeSlicer(progress: () => void): () => Promise<void> {
+  let sliceStart = performance.now();
+  return async () => {
+    if (performance.now() - sliceStart < SLICE_MS) return;
+    await yieldToEventLoop();
+    progress();
+    sliceStart = performance.now();
+  };
+}
+
+const SLICE_MS = 10;
+
+interface Counters {
+  transactions: number;
+  chainsWritten: number;
+  setsWritten: number;
+  deleted: number;
+}
+
+export function tableRef(family: IpFamily): string {
+  return `${TABLES[family].family} ${TABLES[family].name}`;
+}
+
+function readState(ruleset: NftRuleset, family: IpFamily): FamilyState {
+  const { name: table } = TABLES[family];
+  const state: FamilyState = { tableExists: ruleset.tables.some((t) => t.name === table), chains: new Map(), sets: new Map() };
+  const rulesByChain = new Map<string, { comment?: string }[]>();
+  for (const rule of ruleset.rules) {
+    let list = rulesByChain.get(rule.chain);
+    if (!list) rulesByChain.set(rule.chain, (list = []));
+    list.push(rule);
+  }
+  for (const listed of ruleset.chains) {
+    const rules = rulesByChain.get(listed.name) ?? [];
+    // An empty chain carries no tag; its content is known all the same.
+    const digest = rules.length === 0 ? EMPTY_DIGEST : revisionOf(rules[0]?.comment);
+    state.chains.set(listed.name, { digest, ruleCount: rules.length });
+  }
+  for (const set of ruleset.sets) {
+    const type = Array.isArray(set.type) ? set.type.join(' . ') : String(set.type);
+    const interval = set.flags.includes('interval');
+    state.sets.set(set.name, {
+      type,
+      interval,
+      map: undefined,
+      elements: new Set(interval ? canonicalIntervals(set.elements, family) : set.elements),
+    });
+  }
+  for (const map of ruleset.maps) {
+    const type = Array.isArray(map.type) ? map.type.join(' . ') : String(map.type);
+    state.sets.set(map.name, { type, interval: map.flags.includes('interval'), map: map.map, elements: new Set(map.entries) });
+  }
+  return state;
+}
+
+const EMPTY_DIGEST = '';
+
+function sameChain(known: KnownChain | undefined, wanted: ChainRender): boolean {
+  if (!known) return false;
+  if (wanted.rules.length === 0) return known.ruleCount === 0;
+  return known.digest === wanted.digest && known.ruleCount === wanted.rules.length;
+}
+
+function knownSetOf(set: SetRender, family: IpFamily): KnownSet {
+  return {
+    type: set.type,
+    interval: set.kind === 'interval',
+    map: set.map,
+    elements: new Set(set.kind === 'interval' ? canonicalIntervals(set.elements, family) : set.elements),
+  };
+}
+
+function sameSet(known: KnownSet | undefined, wanted: SetRender, family: IpFamily): boolean {
+  if (!known || known.type !== wanted.type || known.map !== wanted.map || known.interval !== (wanted.kind === 'interval')) return false;
+  const elements = wanted.kind === 'interval' ? canonicalIntervals(wanted.elements, family) : wanted.elements;
+  return elements.length === known.elements.size && elements.every((element) => known.elements.has(element));
+}
+
+/** The lines that make a set hold exactly `wanted`: element adds and deletes, or a refill for an interval set. */
+function setScript(table: string, wanted: SetRender, known: KnownSet | undefined): string[] {
+  // A set of another type under our name is declared again as we want it: the kernel refuses, and the policy fails.
+  const lines = [setDeclaration(table, wanted)];
+  const sameShape = known && known.type === wanted.type && known.map === wanted.map && known.interval === (wanted.kind === 'interval');
+  if (!known || !sameShape) {
+    lines.push(...elementLines('add', table, wanted.name, wanted.elements));
+    return lines;
+  }
+  if (wanted.kind === 'interval') {
+    // Ranges cannot be added next to overlapping ones: an interval set is refilled inside the transaction.
+    lines.push(`flush set ${table} ${wanted.name}`, ...elementLines('add', table, wanted.name, wanted.elements));
+    return lines;
+  }
+  const wantedSet = new Set(wanted.elements);
+  const keyOf = (element: string) => (wanted.map ? element.split(' : ')[0] ?? element : element);
+  const removed = [...known.elements].filter((element) => !wantedSet.has(element));
+  const added = wanted.elements.filter((element) => !known.elements.has(element));
+  lines.push(...elementLines('delete', table, wanted.name, removed.map(keyOf)));
+  lines.push(...elementLines('add', table, wanted.name, added));
+  return lines;
+}

@@ -1,0 +1,154 @@
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ExecRunner } from '@kube-router/netfilter';
+import { EGRESS_MAP, INGRESS_MAP, podChainName, ruleSetKey, ruleSetName } from './names.js';
+import { createNetpolNftablesPlugin } from './plugin.js';
+import type { TestEnforcer } from './testing/enforcer.js';
+import { mismatches } from './testing/probes.js';
+import { missingForRealTests, startWorld } from './testing/world.js';
+import type { World } from './testing/world.js';
+
+const missing = missingForRealTests();
+
+describe.skipIf(missing !== undefined)(`netpol-nftables against the kernel${missing ? ` (skipped: ${missing})` : ''}`, () => {
+  let world: World;
+  let enforcer: TestEnforcer;
+
+  const enforce = async (ok = true) => {
+    const outcome = await enforcer.syncNow();
+    if (ok && !outcome.ok) throw outcome.error;
+    return outcome;
+  };
+
+  const failuresCounter = async () =>
+    (await enforcer.metrics.registry.getSingleMetric('kube_router_controller_sync_failures_total')?.get())?.values.find(
+      (value) => value.labels.controller === 'netpol',
+    )?.value ?? 0;
+
+  beforeAll(async () => {
+    world = await startWorld();
+    await Promise.all([
+      world.lab.addPod({ namespace: 'web', name: 'server', labels: { app: 'server' }, ports: [{ port: 80 }] }),
+      world.lab.addPod({ namespace: 'web', name: 'client', labels: { app: 'client' }, ports: [{ port: 80 }] }),
+      world.lab.addPod({ namespace: 'other', name: 'client', labels: { app: 'client' }, ports: [{ port: 80 }] }),
+    ]);
+    enforcer = await world.start({ scheduler: false });
+    await enforce();
+  }, 90_000);
+
+  afterAll(async () => {
+    await world?.close();
+  }, 60_000);
+
+  it('fails the targets of a policy the kernel refuses closed, enforces the others, counts the failure and stays live', async () => {
+    // The policy's peer set already exists with room for one element: the kernel refuses the second (ENFILE).
+    const key = ruleSetKey({ index: 0, allPorts: true, ports: [], namedPorts: [] });
+    const clash = ruleSetName('web/clash', 'ingress', key, 'pods', 'ipv4');
+    await world.inNode('nft', ['add', 'set', 'ip', 'kube-router-filter-ipv4', clash, '{ type ipv4_addr; size 1; }']);
+    world.policy('web', 'clash', {
+      podSelector: { matchLabels: { app: 'server' } },
+      ingress: [{ from: [{ namespaceSelector: {}, podSelector: { matchLabels: { app: 'client' } } }] }],
+    });
+    world.policy('web', 'client-from-server', {
+      podSelector: { matchLabels: { app: 'client' } },
+      ingress: [{ from: [{ podSelector: { matchLabels: { app: 'server' } } }] }],
+    });
+    const failuresBefore = await failuresCounter();
+    const outcome = await enforce(false);
+    expect(outcome.ok).toBe(false);
+    expect(String(outcome.error)).toContain('policy/web/clash');
+    expect(String(outcome.error)).toMatch(/Could not process rule: Too many open files in system/);
+    expect(String(outcome.error)).not.toContain('client-from-server');
+    expect(await failuresCounter()).toBe(failuresBefore + 1);
+    expect(enforcer.health.livenessChecks().every((check) => check.ok)).toBe(true);
+    expect(
+      await mismatches(world.lab, [
+        // web/server fails closed: not even the client its policy would allow gets in, in either family.
+        { from: 'web/client', to: 'web/server', port: 80, open: false },
+        { from: 'web/client', to: 'web/server', port: 80, family: 6, open: false },
+        // The other policy is enforced.
+        { from: 'web/server', to: 'web/client', port: 80, open: true },
+        { from: 'other/client', to: 'web/client', port: 80, open: false },
+      ]),
+    ).toEqual([]);
+    type EventLike = { reason?: string; involvedObject?: { name?: string } };
+    await expect
+      .poll(() => (world.api.list('v1', 'Event', 'web') as EventLike[]).some((e) => e.reason === 'NetworkPolicyNotProgrammed' && e.involvedObject?.name === 'clash'))
+      .toBe(true);
+
+    world.deletePolicy('web', 'clash');
+    world.deletePolicy('web', 'client-from-server');
+    await enforce();
+    // The clashing set had our name and is no longer wanted: it is gone.
+    expect(await world.inNode('nft', ['list', 'table', 'ip', 'kube-router-filter-ipv4'])).not.toContain(clash);
+    expect(await mismatches(world.lab, [{ from: 'web/client', to: 'web/server', port: 80, open: true }])).toEqual([]);
+  });
+
+  it('repairs drift on a periodic sync: a removed dispatch entry and a flushed pod chain come back', async () => {
+    world.policy('web', 'server-from-client', {
+      podSelector: { matchLabels: { app: 'server' } },
+      ingress: [{ from: [{ podSelector: { matchLabels: { app: 'client' } } }] }],
+    });
+    await enforce();
+    const server = world.lab.pod('web/server');
+    expect(await mismatches(world.lab, [{ from: 'other/client', to: 'web/server', port: 80, open: false }])).toEqual([]);
+    await world.inNode('nft', ['delete', 'element', 'ip', 'kube-router-filter-ipv4', INGRESS_MAP, `{ ${server.ipv4} }`]);
+    await world.inNode('nft', ['flush', 'chain', 'ip6', 'kube-router-filter-ipv6', podChainName('web/server', 'ingress', 'ipv6')]);
+    expect(
+      await mismatches(world.lab, [
+        { from: 'other/client', to: 'web/server', port: 80, open: true },
+        { from: 'other/client', to: 'web/server', port: 80, family: 6, open: true },
+      ]),
+    ).toEqual([]);
+    expect((await enforcer.controller.runObservedSync('periodic')).ok).toBe(true);
+    expect(
+      await mismatches(world.lab, [
+        { from: 'other/client', to: 'web/server', port: 80, open: false },
+        { from: 'other/client', to: 'web/server', port: 80, family: 6, open: false },
+        { from: 'web/client', to: 'web/server', port: 80, open: true },
+        { from: 'web/client', to: 'web/server', port: 80, family: 6, open: true },
+      ]),
+    ).toEqual([]);
+    world.deletePolicy('web', 'server-from-client');
+    await enforce();
+  });
+
+  it('dispatches through verdict maps: base chains keep their rule count as pods and policies come', async () => {
+    const baseRules = async () => {
+      const listing = await world.inNode('nft', ['-j', 'list', 'table', 'ip', 'kube-router-filter-ipv4']);
+      const rules = (JSON.parse(listing) as { nftables: { rule?: { chain: string } }[] }).nftables.flatMap((item) => (item.rule ? [item.rule.chain] : []));
+      return rules.filter((chain) => chain.startsWith('KUBE-ROUTER-')).length;
+    };
+    const idle = await baseRules();
+    world.policy('web', 'isolate-all', { podSelector: {}, policyTypes: ['Ingress', 'Egress'] });
+    world.policy('other', 'isolate-all', { podSelector: {}, policyTypes: ['Ingress', 'Egress'] });
+    await enforce();
+    expect(await baseRules()).toBe(idle);
+    const maps = await world.inNode('nft', ['list', 'map', 'ip', 'kube-router-filter-ipv4', EGRESS_MAP]);
+    expect(maps.match(/jump KUBE-POD-FW-/g)).toHaveLength(3);
+    world.deletePolicy('web', 'isolate-all');
+    world.deletePolicy('other', 'isolate-all');
+    await enforce();
+  });
+
+  it('cleanup removes both tables and nothing else; an agent started after it programs from empty tables', async () => {
+    await enforcer.stop();
+    await world.inNode('nft', ['add', 'table', 'inet', 'tnf-bystander']);
+    const plugin = createNetpolNftablesPlugin({ runner: new ExecRunner({}) });
+    const options = plugin.options.parse({ netns: world.lab.nodeNetns });
+    await plugin.cleanup?.({ nodeName: world.lab.nodeName, logger: pino({ level: 'silent' }) }, options);
+    const tables = await world.inNode('nft', ['list', 'tables']);
+    expect(tables).not.toContain('kube-router-filter');
+    expect(tables).toContain('tnf-bystander');
+    // Nothing to remove is not an error.
+    await plugin.cleanup?.({ nodeName: world.lab.nodeName, logger: pino({ level: 'silent' }) }, options);
+    await world.inNode('nft', ['delete', 'table', 'inet', 'tnf-bystander']);
+    enforcer = await world.start({ scheduler: false });
+    // From empty tables, a policy whose rule allows everything (it goes to the default chain) is written at once.
+    world.policy('web', 'allow-all', { podSelector: { matchLabels: { app: 'server' } }, ingress: [{}] });
+    await enforce();
+    expect(await mismatches(world.lab, [{ from: 'other/client', to: 'web/server', port: 80, open: true }])).toEqual([]);
+    world.deletePolicy('web', 'allow-all');
+    await enforce();
+  });
+});

@@ -1,0 +1,94 @@
+import { definePlugin } from '@kube-router/controller';
+import type { ControllerPlugin } from '@kube-router/controller';
+import { KubeServices } from '@kube-router/kube';
+import type { KubeContext } from '@kube-router/kube';
+import { CommandError, ExecRunner, Nft } from '@kube-router/netfilter';
+import type { CommandRunner } from '@kube-router/netfilter';
+import type { Logger } from 'pino';
+import { createNetpolNftablesController, NETPOL_CONTROLLER } from './controller.js';
+import type { NetpolSources } from './controller.js';
+import { TABLES } from './names.js';
+import { netpolNftablesOptions } from './options.js';
+import type { ResolvedNetpolNftablesOptions } from './options.js';
+
+export interface NetpolNftablesPluginOverrides {
+  /** Runs nft (and iptables/ipset for the other backend's leftovers); default an ExecRunner logging to the plugin's logger. */
+  readonly runner?: CommandRunner;
+}
+
+export function createNetpolNftablesPlugin(
+  overrides: NetpolNftablesPluginOverrides = {},
+): ControllerPlugin<ResolvedNetpolNftablesOptions> {
+  return definePlugin({
+    name: NETPOL_CONTROLLER,
+    version: '0.1.0',
+    options: netpolNftablesOptions,
+    create(ctx, options) {
+      const kube = ctx.services.get(KubeServices);
+      return createNetpolNftablesController(
+        ctx,
+        {
+          // The Node (its pod CIDRs) only matters to default deny; without it, node updates need not wake the loop.
+          sources: informerSources(kube, ctx.logger, options.defaultDeny ? ctx.nodeName : undefined),
+          runner: overrides.runner ?? new ExecRunner({ logger: ctx.logger }),
+        },
+        options,
+      );
+    },
+    // --cleanup-config: our two tables, whole; nothing else lives in them.
+    async cleanup(ctx, options) {
+      const nft = new Nft({
+        runner: overrides.runner ?? new ExecRunner({ logger: ctx.logger }),
+        ...(options.netns === undefined ? {} : { netns: options.netns }),
+        timeoutMs: options.commandTimeoutMs,
+      });
+      await deleteNetpolTables(nft);
+    },
+  });
+}
+
+/** NetworkPolicy enforcement with nftables, as kube-router's --run-firewall with --use-nftables-for-netpol. */
+export const netpolNftablesPlugin = createNetpolNftablesPlugin();
+
+/** Deletes both netpol tables where they exist; a table that is not there is not an error. */
+export async function deleteNetpolTables(nft: Nft): Promise<void> {
+  for (const { family, name } of Object.values(TABLES)) {
+    try {
+      await nft.apply(`delete table ${family} ${name}\n`);
+    } catch (error) {
+      if (error instanceof CommandError && /No such file or directory/.test(error.stderr)) continue;
+      throw error;
+    }
+  }
+}
+
+/** The informers as NetpolSources; with `nodeName`, also this node's Node (its pod CIDRs, for default deny). */
+export function informerSources(kube: KubeContext, logger: Logger, nodeName?: string): NetpolSources {
+  const pods = kube.informers.pods();
+  const namespaces = kube.informers.namespaces();
+  const policies = kube.informers.networkPolicies();
+  const nodes = nodeName === undefined ? undefined : kube.informers.nodes();
+  return {
+    pods: () => pods.list(),
+    namespaces: () => namespaces.list(),
+    policies: () => policies.list(),
+    node: () => (nodeName === undefined ? undefined : nodes?.get(nodeName)),
+    hasSynced: () => pods.hasSynced() && namespaces.hasSynced() && policies.hasSynced() && (nodes?.hasSynced() ?? true),
+    onChange(handler) {
+      const resources = ['pods', 'namespaces', 'networkpolicies', ...(nodes ? ['nodes' as const] : [])] as const;
+      const removers = resources.map((resource) =>
+        kube.informers.onChange(resource, handler),
+      );
+      return () => removers.forEach((remove) => remove());
+    },
+    warnPolicy(namespace, name, reason, message) {
+      const policy = policies.get(namespace, name);
+      const involved = policy
+        ? { ...policy, apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy' }
+        : { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', namespace, name };
+      kube.events.warning(involved, reason, message).catch((error: unknown) => {
+        logger.warn({ err: error, policy: `${namespace}/${name}`, reason }, 'could not record event');
+      });
+    },
+  };
+}

@@ -1,0 +1,199 @@
+import ipaddr from 'ipaddr.js';
+import type { Direction, IpFamily, LocalPod, PolicyModel } from '@kube-router/netpol';
+import {
+  ACCEPT_MARK,
+  COMMON_CHAIN,
+  DEFAULT_CHAIN,
+  EGRESS_MAP,
+  INGRESS_MAP,
+  LOCAL_PODS_SET,
+  NFLOG_GROUP,
+  POLICY_MARK,
+  TAIL_CHAIN,
+  TOP_CHAINS,
+  podChainName,
+  policyChainName,
+} from './names.js';
+import { chain } from './objects.js';
+import type { ChainRender, NftRuleText, SetRender } from './objects.js';
+
+export interface NodeRenderOptions {
+  /**
+   * --netpol-default-deny as kube-router means it: addresses of this node's pod CIDRs that are not the address of a
+   * local pod whose rules are programmed are rejected. Pods that no policy selects stay open.
+   */
+  readonly defaultDeny: boolean;
+  /** This node's pod CIDRs (either family): what default deny guards. */
+  readonly podCidrs: readonly string[];
+  /** A stronger mode of its own: pods that no policy selects are isolated both ways. */
+  readonly isolateUnselectedPods: boolean;
+  readonly serviceClusterIpRanges: readonly string[];
+  readonly serviceExternalIpRanges: readonly string[];
+  readonly serviceLoadBalancerIpRanges: readonly string[];
+  /** `30000-32767`. */
+  readonly nodePortRange: string;
+}
+
+/** Everything of one family's table that does not belong to one policy; written in one transaction. */
+export interface NodeRender {
+  /** Common, default and tail chains: what pod chains and the base chains refer to. */
+  readonly sharedChains: readonly ChainRender[];
+  readonly podChains: readonly ChainRender[];
+  /** The two dispatch maps and the local pods set. */
+  readonly sets: readonly SetRender[];
+  readonly baseChains: readonly ChainRender[];
+}
+
+const ADDRESS: Record<IpFamily, { keyword: string; type: string }> = {
+  ipv4: { keyword: 'ip', type: 'ipv4_addr' },
+  ipv6: { keyword: 'ip6', type: 'ipv6_addr' },
+};
+const hex = (value: number) => `0x${value.toString(16)}`;
+const CLEAR_POLICY_MARK = `meta mark set meta mark & ${hex(~POLICY_MARK >>> 0)}`;
+
+/**
+ * The node's part of a family's table. `failedPolicies` are policies whose transaction the kernel refused: their
+ * targets fail closed like the targets of a policy that did not compile.
+ */
+export function renderNode(
+  model: PolicyModel,
+  family: IpFamily,
+  options: NodeRenderOptions,
+  failedPolicies: ReadonlySet<string> = new Set(),
+): NodeRender {
+  const { keyword, type } = ADDRESS[family];
+  const podChains: ChainRender[] = [];
+  const ingress: string[] = [];
+  const egress: string[] = [];
+  const localPods: string[] = [];
+  for (const pod of model.pods) {
+    const ips = pod.ips[family];
+    localPods.push(...ips);
+    for (const direction of ['egress', 'ingress'] as const) {
+      const rules = renderPodChain(pod, direction, family, options, failedPolicies);
+      if (!rules) continue;
+      const name = podChainName(pod.id, direction, family);
+      podChains.push(chain(name, rules));
+      for (const ip of ips) (direction === 'ingress' ? ingress : egress).push(`${ip} : jump ${name}`);
+    }
+  }
+
+  const accept: NftRuleText = {
+    text: `meta mark & ${hex(ACCEPT_MARK)} == ${hex(ACCEPT_MARK)} accept`,
+    comment: 'rule to explicitly ACCEPT traffic that comply to network policies',
+  };
+  const tail: NftRuleText[] = [];
+  if (options.defaultDeny) {
+    const cidrs = options.podCidrs.filter((cidr) => cidrFamily(cidr) === family);
+    // Before the accept: a pod whose rules are not programmed must not get in through a programmed peer's pass.
+    // The node's own addresses (a bridge gateway inside the pod CIDR) are not pods.
+    for (const cidr of cidrs) {
+      tail.push(
+        {
+          text: `${keyword} saddr ${cidr} ${keyword} saddr != @${LOCAL_PODS_SET} fib saddr type != local reject`,
+          comment: 'reject unprogrammed local pod (default-deny)',
+        },
+        {
+          text: `${keyword} daddr ${cidr} ${keyword} daddr != @${LOCAL_PODS_SET} fib daddr type != local reject`,
+          comment: 'reject unprogrammed local pod (default-deny)',
+        },
+      );
+    }
+  }
+  tail.push(accept);
+
+  const exempt: NftRuleText[] = [];
+  const ranges = [...options.serviceClusterIpRanges, ...options.serviceExternalIpRanges, ...options.serviceLoadBalancerIpRanges]
+    .filter((cidr) => cidrFamily(cidr) === family);
+  if (ranges.length > 0) {
+    exempt.push({ text: `${keyword} daddr { ${ranges.join(', ')} } return`, comment: 'allow traffic to service cluster, external and LoadBalancer IP ranges' });
+  }
+  exempt.push({
+    text: `meta l4proto { tcp, udp, sctp } fib daddr type local th dport ${options.nodePortRange.replace(':', '-')} return`,
+    comment: 'allow LOCAL TCP, UDP and SCTP traffic to node ports',
+  });
+  const fromPods: NftRuleText = { text: `${keyword} saddr vmap @${EGRESS_MAP}`, comment: 'traffic from local pods to their egress chains' };
+  const toPods: NftRuleText = { text: `${keyword} daddr vmap @${INGRESS_MAP}`, comment: 'traffic to local pods to their ingress chains' };
+  const toTail: NftRuleText = { text: `jump ${TAIL_CHAIN}`, comment: 'netpol accept/reject' };
+
+  return {
+    sharedChains: [
+      chain(COMMON_CHAIN, commonRules(family)),
+      chain(DEFAULT_CHAIN, [{ text: `meta mark set meta mark | ${hex(POLICY_MARK)}`, comment: 'rule to mark traffic matching a network policy' }]),
+      chain(TAIL_CHAIN, tail),
+    ],
+    podChains,
+    sets: [
+      { name: INGRESS_MAP, type, kind: 'hash', map: 'verdict', elements: ingress.sort() },
+      { name: EGRESS_MAP, type, kind: 'hash', map: 'verdict', elements: egress.sort() },
+      { name: LOCAL_PODS_SET, type, kind: 'hash', elements: options.defaultDeny ? [...new Set(localPods)].sort() : [] },
+    ],
+    baseChains: [
+      // From a pod: routed elsewhere (forward) or to the node itself (input). To a pod: routed (forward) or sent by
+      // the node (output).
+      chain(TOP_CHAINS.input, [...exempt, fromPods, toTail], 'input'),
+      chain(TOP_CHAINS.forward, [fromPods, toPods, toTail], 'forward'),
+      chain(TOP_CHAINS.output, [toPods, toTail], 'output'),
+    ],
+  };
+}
+
+function renderPodChain(
+  pod: LocalPod,
+  direction: Direction,
+  family: IpFamily,
+  options: NodeRenderOptions,
+  failedPolicies: ReadonlySet<string>,
+): NftRuleText[] | undefined {
+  const state = pod[direction];
+  if (!state.isolated && !options.isolateUnselectedPods) return undefined;
+  const who = `POD name:${pod.name} namespace: ${pod.namespace}`;
+  const unmarked = `meta mark & ${hex(POLICY_MARK)} == 0`;
+  const drop = (why: string, match: string): NftRuleText[] => [
+    { text: `${match}limit rate 10/minute burst 10 packets log group ${NFLOG_GROUP}`, comment: `rule to log dropped traffic ${who}` },
+    { text: `${match}reject`, comment: `rule to REJECT traffic ${direction === 'ingress' ? 'destined for' : 'from'} ${who}: ${why}` },
+  ];
+  const common: NftRuleText = { text: `jump ${COMMON_CHAIN}`, comment: 'rule to drop invalid state and accept established traffic for pod' };
+  if (state.failClosed || state.policies.some((id) => failedPolicies.has(id))) {
+    // No new connection in this direction, whatever the broken policy meant to allow; replies of connections the
+    // other direction allowed still pass through the common chain.
+    return [common, ...drop('a network policy selecting it could not be programmed', '')];
+  }
+  const rules: NftRuleText[] = [common, { text: CLEAR_POLICY_MARK }];
+  if (direction === 'ingress') {
+    rules.push({ text: 'fib saddr type local accept', comment: "rule to permit the traffic traffic to pods when source is the pod's local node" });
+  }
+  for (const id of state.policies) {
+    rules.push({ text: `jump ${policyChainName(id, direction, family)}`, comment: `run through nw policy ${id}` });
+  }
+  const why = state.isolated ? 'no network policy allows it' : 'no network policy selects it (isolateUnselectedPods)';
+  rules.push(
+    ...drop(why, `${unmarked} `),
+    { text: CLEAR_POLICY_MARK },
+    { text: `meta mark set meta mark | ${hex(ACCEPT_MARK)}`, comment: 'set mark to ACCEPT traffic that comply to network policies' },
+  );
+  return rules;
+}
+
+function commonRules(family: IpFamily): NftRuleText[] {
+  const rules: NftRuleText[] = [
+    { text: 'ct state invalid drop', comment: 'rule to drop invalid state for pod' },
+    { text: 'ct state related,established accept', comment: 'rule for stateful firewall for pod' },
+  ];
+  const icmp =
+    family === 'ipv4'
+      ? 'icmp type { echo-request, destination-unreachable, time-exceeded }'
+      : 'icmpv6 type { echo-request, destination-unreachable, time-exceeded, nd-neighbor-solicit, nd-neighbor-advert }';
+  rules.push({ text: `${icmp} accept`, comment: 'allow icmp' });
+  return rules;
+}
+
+/** The family of a CIDR or address; throws a readable error for anything else. */
+export function cidrFamily(text: string): IpFamily {
+  try {
+    const address = text.includes('/') ? ipaddr.parseCIDR(text)[0] : ipaddr.parse(text);
+    return address.kind();
+  } catch {
+    throw new RangeError(`not a CIDR: ${JSON.stringify(text)}`);
+  }
+}

@@ -1,0 +1,110 @@
+import type { CompiledPolicy, CompiledRule, Direction, IpFamily, PortRange } from '@kube-router/netpol';
+import { ipBlockElements } from './interval.js';
+import { DEFAULT_CHAIN, POLICY_MARK, policyChainName, ruleSetKey, ruleSetName } from './names.js';
+import { chain } from './objects.js';
+import type { ChainRender, NftRuleText, SetRender } from './objects.js';
+
+/** What one policy puts into one family's table: one transaction's worth. */
+export interface PolicyFamilyRender {
+  readonly chains: readonly ChainRender[];
+  readonly sets: readonly SetRender[];
+}
+
+export interface PolicyRender {
+  readonly id: string;
+  /** The CompiledPolicy fingerprint it was rendered from: equal fingerprints render identically. */
+  readonly fingerprint: string;
+  readonly families: Partial<Record<IpFamily, PolicyFamilyRender>>;
+}
+
+const DIRECTIONS: readonly Direction[] = ['ingress', 'egress'];
+const ADDRESS: Record<IpFamily, { keyword: string; type: string }> = {
+  ipv4: { keyword: 'ip', type: 'ipv4_addr' },
+  ipv6: { keyword: 'ip6', type: 'ipv6_addr' },
+};
+const ALLOW = `meta mark set meta mark | 0x${POLICY_MARK.toString(16)} return`;
+
+/**
+ * A policy's chains (one per isolating direction) and sets, per family. The pod chain that jumps here is entered
+ * only for its own pod's traffic in that direction, so a rule matches the remote side and the ports alone: no set of
+ * targets. A direction that failed to compile gets no chain: the pod chains of its targets reject instead.
+ */
+export function renderPolicy(policy: CompiledPolicy, families: readonly IpFamily[]): PolicyRender {
+  const rendered: Partial<Record<IpFamily, PolicyFamilyRender>> = {};
+  for (const family of families) {
+    if (policy.targetIPs[family].length === 0) continue;
+    const chains: ChainRender[] = [];
+    const sets: SetRender[] = [];
+    for (const direction of DIRECTIONS) {
+      const compiled = policy[direction];
+      if (!compiled.isolates || compiled.failClosed) continue;
+      const rules = compiled.rules.flatMap((rule) => renderRule(policy, direction, rule, family, sets));
+      chains.push(chain(policyChainName(policy.id, direction, family), rules));
+    }
+    rendered[family] = { chains, sets };
+  }
+  return { id: policy.id, fingerprint: policy.fingerprint, families: rendered };
+}
+
+function renderRule(
+  policy: CompiledPolicy,
+  direction: Direction,
+  rule: CompiledRule,
+  family: IpFamily,
+  sets: SetRender[],
+): NftRuleText[] {
+  const { keyword, type } = ADDRESS[family];
+  const remote = direction === 'ingress' ? 'saddr' : 'daddr';
+  const key = ruleSetKey(rule);
+
+  const peers: string[] = [];
+  if (rule.peers.any) {
+    peers.push('');
+  } else {
+    const pods = rule.peers.pods[family];
+    if (pods.length > 0) {
+      const name = ruleSetName(policy.id, direction, key, 'pods', family);
+      sets.push({ name, type, kind: 'hash', elements: [...pods].sort() });
+      peers.push(`${keyword} ${remote} @${name}`);
+    }
+    const blocks = rule.peers.ipBlocks[family];
+    if (blocks.length > 0) {
+      const name = ruleSetName(policy.id, direction, key, 'ipblocks', family);
+      sets.push({ name, type, kind: 'interval', elements: ipBlockElements(blocks, family) });
+      peers.push(`${keyword} ${remote} @${name}`);
+    }
+  }
+  if (peers.length === 0) return [];
+
+  const ports: string[] = [];
+  if (rule.allPorts) ports.push('');
+  const numbered = rule.ports.filter((port) => port.port !== undefined);
+  if (numbered.length > 0) ports.push(`meta l4proto . th dport { ${numbered.map(portElement).join(', ')} }`);
+  const wholeProtocols = [...new Set(rule.ports.filter((port) => port.port === undefined).map((port) => port.protocol.toLowerCase()))];
+  if (wholeProtocols.length > 0) ports.push(`meta l4proto { ${wholeProtocols.join(', ')} }`);
+  // Every named port of the rule in one set of destination . protocol . port: one lookup, one rule.
+  const named = rule.namedPorts.flatMap((entry) =>
+    entry.destinations[family].map((ip) => `${ip} . ${entry.protocol.toLowerCase()} . ${entry.port}`),
+  );
+  if (named.length > 0) {
+    const name = ruleSetName(policy.id, direction, key, 'named-ports', family);
+    sets.push({ name, type: `${type} . inet_proto . inet_service`, kind: 'hash', elements: [...new Set(named)].sort() });
+    ports.push(`${keyword} daddr . meta l4proto . th dport @${name}`);
+  }
+
+  const what = direction === 'ingress' ? 'from source pods to dest pods' : 'from pods to destinations';
+  const comment = `rule to ACCEPT traffic ${what} selected by policy name: ${policy.name} namespace ${policy.namespace}`;
+  const rules: NftRuleText[] = [];
+  for (const peer of peers) {
+    for (const port of ports) {
+      const match = [peer, port].filter(Boolean).join(' ');
+      rules.push({ text: match === '' ? `goto ${DEFAULT_CHAIN}` : `${match} ${ALLOW}`, comment });
+    }
+  }
+  return rules;
+}
+
+function portElement(port: PortRange): string {
+  const range = port.endPort !== undefined && port.endPort !== port.port ? `${port.port}-${port.endPort}` : `${port.port}`;
+  return `${port.protocol.toLowerCase()} . ${range}`;
+}

@@ -1,0 +1,138 @@
+import { describe, expect, it } from 'vitest';
+import { COMMON_CHAIN, EGRESS_MAP, INGRESS_MAP, LOCAL_PODS_SET, TAIL_CHAIN, TOP_CHAINS, podChainName, policyChainName } from './names.js';
+import { chainScript } from './objects.js';
+import { renderNode } from './render-node.js';
+import type { NodeRenderOptions } from './render-node.js';
+import { renderPolicy } from './render-policy.js';
+import { policy, smallCluster } from './testing/fixtures.js';
+
+const NODE_OPTIONS: NodeRenderOptions = {
+  defaultDeny: false,
+  podCidrs: [],
+  isolateUnselectedPods: false,
+  serviceClusterIpRanges: ['10.96.0.0/12', 'fd00:96::/108'],
+  serviceExternalIpRanges: ['192.0.2.0/24'],
+  serviceLoadBalancerIpRanges: ['198.51.100.0/24'],
+  nodePortRange: '30000-32767',
+};
+
+const serverFromClients = policy('web/server-from-clients', {
+  podSelector: { matchLabels: { app: 'server' } },
+  ingress: [
+    {
+      from: [
+        { namespaceSelector: {}, podSelector: { matchLabels: { app: 'client' } } },
+        { ipBlock: { cidr: '192.168.0.0/16', except: ['192.168.1.0/24'] } },
+      ],
+      ports: [{ port: 'http' }, { port: 9000, endPort: 9010, protocol: 'UDP' }, { protocol: 'SCTP' }],
+    },
+  ],
+});
+
+describe('renderPolicy', () => {
+  const model = smallCluster([serverFromClients]);
+  const compiled = model.policies[0];
+  if (!compiled) throw new Error('no policy');
+  const rendered = renderPolicy(compiled, ['ipv4', 'ipv6']);
+
+  it('renders typed sets: peer pods, an interval set of the ipBlocks, address . protocol . port for named ports', () => {
+    const v4 = rendered.families.ipv4;
+    expect(v4?.sets.map((set) => [set.type, set.kind, set.elements])).toEqual([
+      ['ipv4_addr', 'hash', ['10.0.0.3', '10.0.1.3']],
+      ['ipv4_addr', 'interval', ['192.168.0.0-192.168.0.255', '192.168.2.0-192.168.255.255']],
+      ['ipv4_addr . inet_proto . inet_service', 'hash', ['10.0.0.2 . tcp . 8080']],
+    ]);
+    // The ipBlocks are IPv4 only: IPv6 gets the pods and the named port, never "any".
+    expect(rendered.families.ipv6?.sets.map((set) => set.type)).toEqual(['ipv6_addr', 'ipv6_addr . inet_proto . inet_service']);
+  });
+
+  it('matches numeric ports in one concatenated set and each peer set once per port match', () => {
+    const chain = rendered.families.ipv4?.chains[0];
+    expect(chain?.name).toBe(policyChainName('web/server-from-clients', 'ingress', 'ipv4'));
+    const texts = chain?.rules.map((rule) => rule.text) ?? [];
+    expect(texts).toHaveLength(6);
+    expect(texts[0]).toMatch(/^ip saddr @KUBE-SRC-[0-9A-F]{16} meta l4proto \. th dport \{ udp \. 9000-9010 \} meta mark set meta mark \| 0x10000 return$/);
+    expect(texts[1]).toMatch(/ meta l4proto \{ sctp \} /);
+    expect(texts[2]).toMatch(/ ip daddr \. meta l4proto \. th dport @KUBE-DST-[0-9A-F]{16} /);
+  });
+
+  it('renders identically twice (names and digests are stable)', () => {
+    expect(renderPolicy(compiled, ['ipv4', 'ipv6'])).toEqual(rendered);
+  });
+
+  it('sends a rule that allows everything to the default chain, and gives a deny-all an empty chain', () => {
+    const allowAll = renderPolicy(smallCluster([policy('web/all', { podSelector: {}, ingress: [{}] })]).policies[0] as never, ['ipv4']);
+    expect(allowAll.families.ipv4?.chains[0]?.rules.map((rule) => rule.text)).toEqual(['goto KUBE-NWPLCY-DEFAULT']);
+    const denyAll = renderPolicy(smallCluster([policy('web/none', { podSelector: {} })]).policies[0] as never, ['ipv4']);
+    expect(denyAll.families.ipv4?.chains[0]?.rules).toEqual([]);
+  });
+});
+
+describe('renderNode', () => {
+  it('dispatches pods through verdict maps, so the base chains do not grow with pods', () => {
+    const small = renderNode(smallCluster([policy('web/none', { podSelector: {} })]), 'ipv4', NODE_OPTIONS);
+    const none = renderNode(smallCluster([]), 'ipv4', NODE_OPTIONS);
+    expect(small.baseChains.map((c) => c.rules.length)).toEqual(none.baseChains.map((c) => c.rules.length));
+    const ingress = small.sets.find((set) => set.name === INGRESS_MAP);
+    expect(ingress?.elements).toEqual([
+      `10.0.0.2 : jump ${podChainName('web/server', 'ingress', 'ipv4')}`,
+      `10.0.0.3 : jump ${podChainName('web/client', 'ingress', 'ipv4')}`,
+    ]);
+    expect(small.sets.find((set) => set.name === EGRESS_MAP)?.elements).toEqual([]);
+    expect(small.baseChains.map((c) => [c.name, c.hook])).toEqual([
+      [TOP_CHAINS.input, 'input'],
+      [TOP_CHAINS.forward, 'forward'],
+      [TOP_CHAINS.output, 'output'],
+    ]);
+    const input = small.baseChains[0]?.rules.map((rule) => rule.text);
+    expect(input).toEqual([
+      'ip daddr { 10.96.0.0/12, 192.0.2.0/24, 198.51.100.0/24 } return',
+      'meta l4proto { tcp, udp, sctp } fib daddr type local th dport 30000-32767 return',
+      `ip saddr vmap @${EGRESS_MAP}`,
+      `jump ${TAIL_CHAIN}`,
+    ]);
+  });
+
+  it('logs to NFLOG group 100, rate-limited, then rejects in a pod chain', () => {
+    const node = renderNode(smallCluster([policy('web/none', { podSelector: {} })]), 'ipv4', NODE_OPTIONS);
+    const rules = node.podChains[0]?.rules.map((rule) => rule.text) ?? [];
+    expect(rules[0]).toBe(`jump ${COMMON_CHAIN}`);
+    expect(rules).toContain('meta mark & 0x10000 == 0 limit rate 10/minute burst 10 packets log group 100');
+    expect(rules).toContain('meta mark & 0x10000 == 0 reject');
+    expect(rules.at(-1)).toBe('meta mark set meta mark | 0x20000');
+  });
+
+  it('fails the targets of a refused policy closed', () => {
+    const model = smallCluster([policy('web/all', { podSelector: { matchLabels: { app: 'server' } }, ingress: [{}] })]);
+    const rules = renderNode(model, 'ipv4', NODE_OPTIONS, new Set(['web/all'])).podChains[0]?.rules.map((rule) => rule.text);
+    expect(rules).toEqual([`jump ${COMMON_CHAIN}`, 'limit rate 10/minute burst 10 packets log group 100', 'reject']);
+  });
+
+  it("with default deny rejects unprogrammed addresses of the pod CIDRs in the tail, leaving pods no policy selects open", () => {
+    const node = renderNode(smallCluster([]), 'ipv6', { ...NODE_OPTIONS, defaultDeny: true, podCidrs: ['10.0.0.0/24', 'fd00::/64'] });
+    expect(node.podChains).toEqual([]);
+    expect(node.sets.find((set) => set.name === LOCAL_PODS_SET)?.elements).toEqual(['fd00::2', 'fd00::3']);
+    expect(node.sharedChains.find((c) => c.name === TAIL_CHAIN)?.rules.map((rule) => rule.text)).toEqual([
+      `ip6 saddr fd00::/64 ip6 saddr != @${LOCAL_PODS_SET} fib saddr type != local reject`,
+      `ip6 daddr fd00::/64 ip6 daddr != @${LOCAL_PODS_SET} fib daddr type != local reject`,
+      'meta mark & 0x20000 == 0x20000 accept',
+    ]);
+    expect(renderNode(smallCluster([]), 'ipv6', NODE_OPTIONS).sharedChains.find((c) => c.name === TAIL_CHAIN)?.rules).toHaveLength(1);
+  });
+
+  it('isolates pods no policy selects only with isolateUnselectedPods', () => {
+    expect(renderNode(smallCluster([]), 'ipv4', { ...NODE_OPTIONS, isolateUnselectedPods: true }).podChains).toHaveLength(4);
+  });
+});
+
+describe('chainScript', () => {
+  it('replaces a chain inside the transaction and tags its first rule with the digest', () => {
+    const node = renderNode(smallCluster([]), 'ipv4', NODE_OPTIONS);
+    const forward = node.baseChains[1];
+    if (!forward) throw new Error('no forward chain');
+    const lines = chainScript('ip kube-router-filter-ipv4', forward);
+    expect(lines[0]).toBe('add chain ip kube-router-filter-ipv4 KUBE-ROUTER-FORWARD { type filter hook forward priority filter; policy accept; }');
+    expect(lines[1]).toBe('flush chain ip kube-router-filter-ipv4 KUBE-ROUTER-FORWARD');
+    expect(lines[2]).toContain(`[rev ${forward.digest}]`);
+  });
+});

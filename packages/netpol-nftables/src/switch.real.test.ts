@@ -1,0 +1,95 @@
+import { createNetpolIptablesPlugin } from '@kube-router/netpol-iptables';
+import type { ControllerPlugin } from '@kube-router/controller';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TestEnforcer } from './testing/enforcer.js';
+import { mismatches } from './testing/probes.js';
+import { missingForRealTests, startWorld } from './testing/world.js';
+import type { World } from './testing/world.js';
+
+const missing = missingForRealTests('iptables', 'ip6tables', 'iptables-save', 'ipset');
+const iptablesPlugin = createNetpolIptablesPlugin() as ControllerPlugin<unknown>;
+
+/**
+ * kube-router's --use-nftables-for-netpol turned on and off again: each backend, once it enforces, removes what the
+ * other left, so one enforcer remains, and traffic never sees a moment without one.
+ */
+describe.skipIf(missing !== undefined)(`switching netpol backends${missing ? ` (skipped: ${missing})` : ''}`, () => {
+  let world: World;
+
+  beforeAll(async () => {
+    world = await startWorld();
+    await Promise.all([
+      world.lab.addPod({ namespace: 'web', name: 'server', labels: { app: 'server' }, ports: [{ port: 80 }] }),
+      world.lab.addPod({ namespace: 'web', name: 'client', labels: { app: 'client' }, ports: [{ port: 80 }] }),
+      world.lab.addPod({ namespace: 'other', name: 'client', labels: { app: 'client' }, ports: [{ port: 80 }] }),
+    ]);
+  }, 90_000);
+
+  afterAll(async () => {
+    await world?.close();
+  }, 60_000);
+
+  const enforcers = async () => {
+    const iptables = `${await world.inNode('iptables-save', ['-t', 'filter'])}${await world.inNode('ip6tables-save', ['-t', 'filter'])}`;
+    const ipsets = await world.inNode('ipset', ['list', '-n']);
+    const tables = await world.inNode('nft', ['list', 'tables']);
+    return {
+      iptables: /KUBE-ROUTER-FORWARD|KUBE-POD-FW-|KUBE-NWPLCY-/.test(iptables) || /KUBE-(SRC|DST)-/.test(ipsets),
+      nftables: /kube-router-filter-ipv[46]/.test(tables),
+    };
+  };
+
+  it('switches iptables -> nftables -> iptables with one enforcer at the end of each switch and the policy enforced throughout', async () => {
+    world.policy('web', 'server-from-web', {
+      podSelector: { matchLabels: { app: 'server' } },
+      ingress: [{ from: [{ podSelector: {} }] }],
+    });
+    let running: TestEnforcer = await world.start({ plugin: iptablesPlugin });
+    expect((await running.syncNow()).ok).toBe(true);
+    expect(await enforcers()).toEqual({ iptables: true, nftables: false });
+
+    let probing = true;
+    let forbiddenOpened = 0;
+    let allowedBlocked = 0;
+    let rounds = 0;
+    const loop = (async () => {
+      while (probing) {
+        const results = await world.lab.probeMany([
+          { from: 'other/client', to: 'web/server', port: 80, family: 4, timeoutMs: 150 },
+          { from: 'other/client', to: 'web/server', port: 80, family: 6, timeoutMs: 150 },
+          { from: 'web/client', to: 'web/server', port: 80, family: 4, timeoutMs: 1000 },
+          { from: 'web/client', to: 'web/server', port: 80, family: 6, timeoutMs: 1000 },
+        ]);
+        forbiddenOpened += results.slice(0, 2).filter((result) => result.ok).length;
+        allowedBlocked += results.slice(2).filter((result) => !result.ok).length;
+        rounds++;
+      }
+    })();
+
+    const switchTo = async (plugin?: ControllerPlugin<unknown>) => {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await running.stop();
+      running = await world.start(plugin ? { plugin } : {});
+      const outcome = await running.syncNow();
+      expect(outcome.ok, String(outcome.error)).toBe(true);
+    };
+    try {
+      await switchTo();
+      expect(await enforcers()).toEqual({ iptables: false, nftables: true });
+      await switchTo(iptablesPlugin);
+      expect(await enforcers()).toEqual({ iptables: true, nftables: false });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    } finally {
+      probing = false;
+      await loop;
+    }
+    expect(rounds).toBeGreaterThan(5);
+    expect({ forbiddenOpened, allowedBlocked }).toEqual({ forbiddenOpened: 0, allowedBlocked: 0 });
+    expect(
+      await mismatches(world.lab, [
+        { from: 'web/client', to: 'web/server', port: 80, open: true },
+        { from: 'other/client', to: 'web/server', port: 80, open: false },
+      ]),
+    ).toEqual([]);
+  }, 60_000);
+});
