@@ -21,4 +21,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   rm -f /usr/sbin/policy-rc.d
 fi
 
+# The QEMU guest tier (packages/testkit/src/qemu) boots Debian's cloud kernel, which has IPVS, dummy and ipip as
+# modules. It is unpacked, not installed: the host keeps its own kernel. The package the meta-package currently
+# depends on is fetched once; depmod writes the modules.dep that the package's postinst would have written.
+guest_dir=${KUBE_ROUTER_GUEST_DIR:-/var/cache/kube-router-ts/guest}
+guest_kernel=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[^ ]*-cloud-amd64\)$/\1/p' | head -n1)
+if [ -z "$guest_kernel" ]; then
+  apt-get update -qq
+  guest_kernel=$(apt-cache depends linux-image-cloud-amd64 | sed -n 's/^ *Depends: \(linux-image-[^ ]*-cloud-amd64\)$/\1/p' | head -n1)
+fi
+guest_release=${guest_kernel#linux-image-}
+if [ ! -f "$guest_dir/root/lib/modules/$guest_release/modules.dep" ]; then
+  mkdir -p "$guest_dir"
+  (cd "$guest_dir" && rm -f ./*.deb && apt-get download -qq "$guest_kernel" 2>/dev/null)
+  rm -rf "$guest_dir/root" && dpkg-deb -x "$guest_dir/$guest_kernel"_*.deb "$guest_dir/root"
+  depmod -b "$guest_dir/root" "$guest_release"
+  rm -f "$guest_dir"/*.deb
+fi
+
 npm ci --no-audit --no-fund

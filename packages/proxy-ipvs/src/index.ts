@@ -1,1 +1,12 @@
-export {};
+export { createProxyIpvsPlugin, informerSources, proxyIpvsPlugin } from './plugin.js';
+export type { ProxyIpvsPluginOverrides } from './plugin.js';
+export { createProxyController, PROXY_CONTROLLER } from './controller.js';
+export type { ProxyController, ProxyControllerDeps, ProxySources, ProxySyncReport } from './controller.js';
+export { proxyIpvsOptions } from './options.js';
+export type { ProxyIpvsOptions, ResolvedProxyIpvsOptions } from './options.js';
+export { buildProxyModel, skipReason } from './model.js';
+export type { DesiredVirtualServer, HealthCheckPort, ModelInputs, ModelOptions, ProxyModel, ServiceProblem, VirtualServerKind } from './model.js';
+export { planIpvs } from './plan.js';
+export type { DrainingDestination, IpvsPlan, PlanContext } from './plan.js';
+export { PROXY_SYSCTLS } from './dataplane.js';
+export { ANNOTATIONS, DUMMY_INTERFACE, FIREWALL_CHAIN, LOCAL_IPS_SET, MASQUERADE_CHAIN, SERVICE_IPS_SET, SERVICE_IP_PORTS_SET } from './names.js';

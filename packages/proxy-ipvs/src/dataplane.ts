@@ -1,0 +1,252 @@
+import { IpRoute2, Ipset, IpsetScript, Iptables, Ipvsadm, renderIptablesRestore } from '@kube-router/netfilter';
+import type { CommandRunner, IpFamily, IpsetSpec, IpvsVirtualServer } from '@kube-router/netfilter';
+import { DUMMY_INTERFACE, FIREWALL_CHAIN, LOCAL_IPS_SET, MASQUERADE_CHAIN, SERVICE_IPS_SET, SERVICE_IP_PORTS_SET, familySetName } from './names.js';
+import type { DesiredVirtualServer } from './model.js';
+
+export interface DataplaneOptions {
+  readonly runner: CommandRunner;
+  readonly netns?: string;
+  readonly timeoutMs: number;
+  readonly families: readonly IpFamily[];
+  readonly iptablesBackend: 'default' | 'nft' | 'legacy';
+}
+
+/** kube-router's sysctls for IPVS (ipvs-sysctl.txt) and for VIPs on a dummy interface (kubernetes#70530). */
+export const PROXY_SYSCTLS: readonly (readonly [string, string])[] = [
+  ['net.ipv4.vs.conntrack', '1'],
+  ['net.ipv4.vs.expire_nodest_conn', '1'],
+  ['net.ipv4.vs.expire_quiescent_template', '1'],
+  ['net.ipv4.vs.conn_reuse_mode', '0'],
+  ['net.ipv4.conf.all.arp_ignore', '1'],
+  ['net.ipv4.conf.all.arp_announce', '2'],
+];
+
+const INPUT_JUMP_COMMENT = 'handle traffic to IPVS service IPs in custom chain';
+const MASQ_JUMP_COMMENT = 'kube-router IPVS masquerade';
+
+/** The kernel tools of the proxy, each a thin wrapper over a netfilter runner, one place that knows their syntax. */
+export class Dataplane {
+  readonly ipvs: Ipvsadm;
+  readonly ip: IpRoute2;
+  readonly ipset: Ipset;
+  readonly iptables: Partial<Record<IpFamily, Iptables>>;
+  readonly #options: DataplaneOptions;
+
+  constructor(options: DataplaneOptions) {
+    this.#options = options;
+    const common = { runner: options.runner, timeoutMs: options.timeoutMs, ...(options.netns !== undefined && { netns: options.netns }) };
+    this.ipvs = new Ipvsadm(common);
+    this.ip = new IpRoute2(common);
+    this.ipset = new Ipset(common);
+    this.iptables = {};
+    for (const family of options.families) {
+      this.iptables[family] = new Iptables({ ...common, family, backend: options.iptablesBackend });
+    }
+  }
+
+  async setSysctl(key: string, value: string): Promise<void> {
+    await this.#options.runner.run({
+      command: 'sysctl',
+      args: ['-w', `${key}=${value}`],
+      timeoutMs: this.#options.timeoutMs,
+      ...(this.#options.netns !== undefined && { netns: this.#options.netns }),
+    });
+  }
+
+  /** kube-dummy-if exists and is up; returns its addresses by family. */
+  async ensureDummyInterface(): Promise<Record<IpFamily, Set<string>>> {
+    const links = await this.ip.links();
+    if (!links.some((link) => link.ifname === DUMMY_INTERFACE)) {
+      await this.ip.run(['link', 'add', DUMMY_INTERFACE, 'type', 'dummy']);
+    }
+    await this.ip.run(['link', 'set', DUMMY_INTERFACE, 'up']);
+    return this.dummyAddresses();
+  }
+
+  async dummyAddresses(): Promise<Record<IpFamily, Set<string>>> {
+    const out: Record<IpFamily, Set<string>> = { ipv4: new Set(), ipv6: new Set() };
+    for (const link of await this.ip.addresses(DUMMY_INTERFACE)) {
+      for (const info of link.addr_info) {
+        if (info.scope === 'link') continue;
+        out[info.family === 'inet6' ? 'ipv6' : 'ipv4'].add(info.local);
+      }
+    }
+    return out;
+  }
+
+  /** Every address of the node except the VIPs on kube-dummy-if: what kube-router-local-ips holds. */
+  async localAddresses(): Promise<string[]> {
+    const out: string[] = [];
+    for (const link of await this.ip.addresses()) {
+      if (link.ifname === DUMMY_INTERFACE) continue;
+      for (const info of link.addr_info) if (info.scope !== 'link') out.push(info.local);
+    }
+    return out;
+  }
+
+  /** Adds and removes VIPs one command each; returns the failed ones with their error. */
+  async changeVips(add: readonly string[], remove: readonly string[]): Promise<Map<string, Error>> {
+    const commands = [
+      ...add.map((ip) => ({ ip, command: `address add ${ip}/${ip.includes(':') ? 128 : 32} dev ${DUMMY_INTERFACE}` })),
+      ...remove.map((ip) => ({ ip, command: `address del ${ip}/${ip.includes(':') ? 128 : 32} dev ${DUMMY_INTERFACE}` })),
+    ];
+    const failures = new Map<string, Error>();
+    for (const failure of await this.ip.batchEach(commands.map((c) => c.command))) {
+      const ip = commands[failure.line - 1]?.ip;
+      if (ip !== undefined) failures.set(ip, failure.error);
+    }
+    return failures;
+  }
+
+  /** Replaces the members of the three sets of one family, atomically each. */
+  async refreshSets(family: IpFamily, members: { localIps: string[]; serviceIps: string[]; serviceIpPorts: string[] }): Promise<void> {
+    const sets: [string, IpsetSpec['type'], string[]][] = [
+      [LOCAL_IPS_SET, 'hash:ip', members.localIps],
+      [SERVICE_IPS_SET, 'hash:ip', members.serviceIps],
+      [SERVICE_IP_PORTS_SET, 'hash:ip,port', members.serviceIpPorts],
+    ];
+    const existing = new Set(await this.ipset.listNames());
+    const script = new IpsetScript();
+    for (const [base, type, elements] of sets) {
+      const name = familySetName(base, family);
+      const tempName = `${name}-t`;
+      if (existing.has(tempName)) script.destroy(tempName);
+      const spec: IpsetSpec = { name, type, family, maxElements: Math.max(65_536, elements.length * 2) };
+      script.replaceMembers(spec, elements, { tempName, createTarget: !existing.has(name) });
+    }
+    await this.ipset.restore(script);
+  }
+
+  /**
+   * The filter chain KUBE-ROUTER-SERVICES (with --ipvs-permit-all, kube-router's rules: ICMP and known service
+   * ports accepted, anything else to a service IP that is not a node address rejected) and the nat chain of IPVS
+   * masquerading, each jumped to from its built-in chain once.
+   */
+  async programChains(
+    family: IpFamily,
+    chains: {
+      permitAll: boolean;
+      masqueradeAll: boolean;
+      podCidrs: readonly string[];
+      preserveClient: readonly DesiredVirtualServer[];
+      hairpin: readonly DesiredVirtualServer[];
+    },
+  ): Promise<void> {
+    const iptables = this.iptables[family];
+    if (!iptables) return;
+    const svip = familySetName(SERVICE_IPS_SET, family);
+    const svipPort = familySetName(SERVICE_IP_PORTS_SET, family);
+    const localIps = familySetName(LOCAL_IPS_SET, family);
+    const icmp = family === 'ipv4' ? ['-p icmp --icmp-type echo-request', '-p icmp --icmp-type destination-unreachable', '-p icmp --icmp-type time-exceeded'] : ['-p ipv6-icmp --icmpv6-type echo-request', '-p ipv6-icmp --icmpv6-type destination-unreachable', '-p ipv6-icmp --icmpv6-type packet-too-big', '-p ipv6-icmp --icmpv6-type time-exceeded'];
+    const reject = family === 'ipv4' ? 'icmp-port-unreachable' : 'icmp6-port-unreachable';
+    const filterRules = chains.permitAll
+      ? [
+          ...icmp.map((rule) => `-m comment --comment "allow icmp to ipvs services" ${rule} -j ACCEPT`),
+          `-m comment --comment "allow input traffic to ipvs services" -m set --match-set ${svipPort} dst,dst -j ACCEPT`,
+          `-m comment --comment "reject all unexpected traffic to service IPs" -m set ! --match-set ${localIps} dst -j REJECT --reject-with ${reject}`,
+        ]
+      : [];
+    const inputJump = ['-m', 'comment', '--comment', INPUT_JUMP_COMMENT, '-m', 'set', '--match-set', svip, 'dst', '-j', FIREWALL_CHAIN];
+    // Hairpin first: a pod that reaches itself through a VIP would get its own address as the source, which it drops.
+    const hostBits = family === 'ipv4' ? 32 : 128;
+    const hairpinRules = chains.hairpin.flatMap((server) =>
+      server.destinations.map(
+        (d) =>
+          `-s ${d.address}/${hostBits} -d ${d.address}/${hostBits} -m ipvs --vaddr ${server.service.address}/${hostBits} --vport ${server.service.port} --vproto ${server.service.protocol} -j SNAT --to-source ${server.service.address}`,
+      ),
+    );
+    const masqRules = [
+      ...hairpinRules,
+      ...chains.preserveClient.map((server) => `-m ipvs --vaddr ${server.service.address} --vport ${server.service.port} --vproto ${server.service.protocol} -j RETURN`),
+      ...(chains.masqueradeAll || chains.podCidrs.length === 0
+        ? ['-m ipvs --ipvs --vdir ORIGINAL --vmethod MASQ -j MASQUERADE']
+        : [...chains.podCidrs.map((cidr) => `-s ${cidr} -m ipvs --ipvs --vdir ORIGINAL --vmethod MASQ -j RETURN`), '-m ipvs --ipvs --vdir ORIGINAL --vmethod MASQ -j MASQUERADE']),
+    ];
+    const masqJump = ['-m', 'comment', '--comment', MASQ_JUMP_COMMENT, '-j', MASQUERADE_CHAIN];
+    await iptables.restore(
+      renderIptablesRestore([
+        { table: 'filter', chains: [{ name: FIREWALL_CHAIN, rules: filterRules }] },
+        { table: 'nat', chains: [{ name: MASQUERADE_CHAIN, rules: masqRules }] },
+      ]),
+    );
+    // The jumps are checked once the chains exist (`iptables -C` fails on a jump to a missing chain).
+    const filterLines = chains.permitAll && !(await iptables.hasRule('filter', 'INPUT', inputJump)) ? [`-I INPUT 1 ${quoteRule(inputJump)}`] : [];
+    const natLines = (await iptables.hasRule('nat', 'POSTROUTING', masqJump)) ? [] : [`-A POSTROUTING ${quoteRule(masqJump)}`];
+    if (filterLines.length > 0 || natLines.length > 0) {
+      await iptables.restore(
+        renderIptablesRestore([
+          { table: 'filter', chains: [], lines: filterLines },
+          { table: 'nat', chains: [], lines: natLines },
+        ]),
+      );
+    }
+  }
+
+  /** Removes the chains, their jumps, the sets, the VIPs and kube-dummy-if: the plugin's cleanup. */
+  async removeEverything(isExcluded: (address: string) => boolean, saved: readonly IpvsVirtualServer[]): Promise<Error[]> {
+    const errors: Error[] = [];
+    const attempt = async (step: () => Promise<unknown>) => {
+      try {
+        await step();
+      } catch (error) {
+        errors.push(error as Error);
+      }
+    };
+    const ours = saved.filter((server) => !isExcluded(server.service.address));
+    await attempt(() => this.ipvs.restore(ours.map((server) => `-D ${protocolFlag(server)} ${hostPort(server.service.address, server.service.port)}`)));
+    for (const iptables of Object.values(this.iptables)) {
+      if (!iptables) continue;
+      const svip = familySetName(SERVICE_IPS_SET, iptables.family);
+      const inputJump = ['-m', 'comment', '--comment', INPUT_JUMP_COMMENT, '-m', 'set', '--match-set', svip, 'dst', '-j', FIREWALL_CHAIN];
+      const masqJump = ['-m', 'comment', '--comment', MASQ_JUMP_COMMENT, '-j', MASQUERADE_CHAIN];
+      await attempt(async () => {
+        // `iptables -C` of a rule naming a missing set fails, so the saved tables say first whether a jump is there.
+        let save = { filter: await iptables.save('filter'), nat: await iptables.save('nat') };
+        if (save.filter.includes(INPUT_JUMP_COMMENT)) {
+          while (await iptables.hasRule('filter', 'INPUT', inputJump)) await iptables.run(['-t', 'filter', '-D', 'INPUT', ...inputJump]);
+        }
+        if (save.nat.includes(MASQ_JUMP_COMMENT)) {
+          while (await iptables.hasRule('nat', 'POSTROUTING', masqJump)) await iptables.run(['-t', 'nat', '-D', 'POSTROUTING', ...masqJump]);
+        }
+        save = { filter: await iptables.save('filter'), nat: await iptables.save('nat') };
+        const tables = [
+          ...(save.filter.includes(`:${FIREWALL_CHAIN} `) ? [{ table: 'filter', chains: [], deleteChains: [FIREWALL_CHAIN] }] : []),
+          ...(save.nat.includes(`:${MASQUERADE_CHAIN} `) ? [{ table: 'nat', chains: [], deleteChains: [MASQUERADE_CHAIN] }] : []),
+        ];
+        if (tables.length > 0) await iptables.restore(renderIptablesRestore(tables));
+      });
+    }
+    await attempt(async () => {
+      const names = new Set(await this.ipset.listNames());
+      const script = new IpsetScript();
+      for (const family of ['ipv4', 'ipv6'] as const) {
+        for (const base of [LOCAL_IPS_SET, SERVICE_IPS_SET, SERVICE_IP_PORTS_SET]) {
+          const name = familySetName(base, family);
+          if (names.has(name)) script.destroy(name);
+        }
+      }
+      await this.ipset.restore(script);
+    });
+    await attempt(async () => {
+      const links = await this.ip.links();
+      if (!links.some((link) => link.ifname === DUMMY_INTERFACE)) return;
+      const addresses = await this.dummyAddresses();
+      const kept = [...addresses.ipv4, ...addresses.ipv6].filter(isExcluded);
+      if (kept.length === 0) await this.ip.run(['link', 'del', DUMMY_INTERFACE]);
+      else await this.changeVips([], [...addresses.ipv4, ...addresses.ipv6].filter((ip) => !isExcluded(ip)));
+    });
+    return errors;
+  }
+}
+
+function protocolFlag(server: IpvsVirtualServer): string {
+  return { tcp: '-t', udp: '-u', sctp: '--sctp-service' }[server.service.protocol];
+}
+
+function hostPort(address: string, port: number): string {
+  return address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
+}
+
+function quoteRule(words: readonly string[]): string {
+  return words.map((word) => (/^[\w@%+=:,./!-]+$/.test(word) ? word : `"${word}"`)).join(' ');
+}

@@ -1,0 +1,155 @@
+import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { buildProxyModel, skipReason } from './model.js';
+import type { ModelInputs } from './model.js';
+
+const NODE = 'n1';
+const node: V1Node = { metadata: { name: NODE }, status: { addresses: [{ type: 'InternalIP', address: '192.168.1.10' }, { type: 'InternalIP', address: 'fd00:1::10' }, { type: 'Hostname', address: 'n1' }] } };
+
+function svc(name: string, spec: V1Service['spec'], extra: Partial<V1Service['metadata']> = {}, status?: V1Service['status']): V1Service {
+  return { metadata: { namespace: 'ns', name, ...extra }, spec: { clusterIP: '10.96.0.1', ports: [{ name: 'http', protocol: 'TCP', port: 80 }], ...spec }, ...(status && { status }) };
+}
+function slice(name: string, type: 'IPv4' | 'IPv6', endpoints: { ip: string; node?: string; ready?: boolean }[], port = 8080): V1EndpointSlice {
+  return {
+    addressType: type,
+    metadata: { namespace: 'ns', name: `${name}-${type}`, labels: { 'kubernetes.io/service-name': name } },
+    ports: [{ name: 'http', protocol: 'TCP', port }],
+    endpoints: endpoints.map((e) => ({ addresses: [e.ip], conditions: { ready: e.ready ?? true }, nodeName: e.node ?? NODE })),
+  };
+}
+function model(services: V1Service[], slices: V1EndpointSlice[], overrides: Partial<ModelInputs> = {}, bindAll = false) {
+  return buildProxyModel(
+    {
+      services,
+      slicesFor: (namespace, name) => slices.filter((s) => s.metadata?.namespace === namespace && s.metadata.labels?.['kubernetes.io/service-name'] === name),
+      node,
+      nodeName: NODE,
+      localAddresses: ['192.168.1.10', '10.0.2.15'],
+      ...overrides,
+    },
+    { families: ['ipv4', 'ipv6'], nodePortBindOnAllIp: bindAll, serviceProxyName: 'kube-router' },
+  );
+}
+const ids = (m: ReturnType<typeof model>) => [...m.virtualServers.keys()].sort();
+
+describe('buildProxyModel', () => {
+  it('maps a ClusterIP to one virtual service with the ready endpoints as masqueraded real servers, weight 1, rr', () => {
+    const m = model([svc('web', {})], [slice('web', 'IPv4', [{ ip: '10.244.0.2' }, { ip: '10.244.0.3', ready: false }])]);
+    expect([...m.virtualServers.values()]).toEqual([
+      {
+        id: 'tcp/10.96.0.1/80',
+        owner: 'ns/web',
+        portName: 'http',
+        kind: 'cluster-ip',
+        service: { protocol: 'tcp', address: '10.96.0.1', port: 80, scheduler: 'rr', flags: [] },
+        destinations: [{ address: '10.244.0.2', port: 8080, forwarding: 'masquerade', weight: 1 }],
+        preserveClientAddress: false,
+        hairpin: false,
+      },
+    ]);
+    expect([...m.vips.ipv4]).toEqual(['10.96.0.1']);
+  });
+
+  it('programs NodePorts on the node addresses, externalIPs and LoadBalancer ingress (not ipMode Proxy), each family', () => {
+    const m = model(
+      [
+        svc(
+          'lb',
+          { type: 'LoadBalancer', clusterIPs: ['10.96.0.1', 'fd00:96::1'], externalIPs: ['203.0.113.5'], ports: [{ name: 'http', protocol: 'UDP', port: 53, nodePort: 30053 }] },
+          {},
+          { loadBalancer: { ingress: [{ ip: '198.51.100.1' }, { ip: '198.51.100.2', ipMode: 'Proxy' }] } },
+        ),
+      ],
+      [
+        { ...slice('lb', 'IPv4', [{ ip: '10.244.0.2' }]), ports: [{ name: 'http', protocol: 'UDP', port: 5353 }] },
+        { ...slice('lb', 'IPv6', [{ ip: 'fd00:244::2' }]), ports: [{ name: 'http', protocol: 'UDP', port: 5353 }] },
+      ],
+    );
+    expect(ids(m)).toEqual(['udp/10.96.0.1/53', 'udp/192.168.1.10/30053', 'udp/198.51.100.1/53', 'udp/203.0.113.5/53', 'udp/fd00:1::10/30053', 'udp/fd00:96::1/53']);
+    expect(m.virtualServers.get('udp/fd00:96::1/53')?.destinations).toEqual([{ address: 'fd00:244::2', port: 5353, forwarding: 'masquerade', weight: 1 }]);
+    // NodePorts live on node addresses; only cluster, external and LB IPs go on kube-dummy-if.
+    expect([...m.vips.ipv4].sort()).toEqual(['10.96.0.1', '198.51.100.1', '203.0.113.5']);
+  });
+
+  it('binds NodePorts to every local address with --nodeport-bindon-all-ip', () => {
+    const m = model([svc('np', { type: 'NodePort', ports: [{ name: 'http', protocol: 'TCP', port: 80, nodePort: 30080 }] })], [], {}, true);
+    expect(ids(m)).toEqual(['tcp/10.0.2.15/30080', 'tcp/10.96.0.1/80', 'tcp/192.168.1.10/30080']);
+  });
+
+  it('skips headless, ExternalName, no-ClusterIP, headless-labelled and other proxies’ Services', () => {
+    expect(skipReason(svc('h', { clusterIP: 'None' }), 'kube-router')).toBe('headless');
+    expect(skipReason(svc('e', { type: 'ExternalName', clusterIP: '' }), 'kube-router')).toBe('ExternalName');
+    expect(skipReason(svc('n', { clusterIP: '' }), 'kube-router')).toBe('no ClusterIP');
+    expect(skipReason(svc('l', {}, { labels: { 'service.kubernetes.io/headless': '' } }), 'kube-router')).toMatch(/headless/);
+    expect(skipReason(svc('o', {}, { labels: { 'service.kubernetes.io/service-proxy-name': 'other' } }), 'kube-router')).toMatch(/other/);
+    expect(skipReason(svc('k', {}, { labels: { 'service.kubernetes.io/service-proxy-name': 'kube-router' } }), 'kube-router')).toBeUndefined();
+  });
+
+  it('keeps only local endpoints for externalTrafficPolicy Local (and kube-router.io/service.local), the ClusterIP keeps all', () => {
+    const services = [
+      svc('local', { type: 'LoadBalancer', externalTrafficPolicy: 'Local', healthCheckNodePort: 32000, ports: [{ name: 'http', protocol: 'TCP', port: 80, nodePort: 30080 }] }),
+      svc('annotated', { clusterIP: '10.96.0.2', externalIPs: ['203.0.113.9'] }, { annotations: { 'kube-router.io/service.local': 'true' } }),
+    ];
+    const endpoints = [{ ip: '10.244.0.2' }, { ip: '10.244.1.2', node: 'n2' }];
+    const m = model(services, [slice('local', 'IPv4', endpoints), slice('annotated', 'IPv4', endpoints)]);
+    expect(m.virtualServers.get('tcp/192.168.1.10/30080')?.destinations.map((d) => d.address)).toEqual(['10.244.0.2']);
+    expect(m.virtualServers.get('tcp/192.168.1.10/30080')?.preserveClientAddress).toBe(true);
+    expect(m.virtualServers.get('tcp/10.96.0.1/80')?.destinations).toHaveLength(2);
+    expect(m.virtualServers.get('tcp/203.0.113.9/80')?.destinations.map((d) => d.address)).toEqual(['10.244.0.2']);
+    expect(m.healthChecks).toEqual([{ owner: 'ns/local', port: 32000, localEndpoints: 1 }]);
+  });
+
+  it('honours internalTrafficPolicy Local on the ClusterIP', () => {
+    const m = model([svc('itp', { internalTrafficPolicy: 'Local' })], [slice('itp', 'IPv4', [{ ip: '10.244.0.2' }, { ip: '10.244.1.2', node: 'n2' }])]);
+    expect(m.virtualServers.get('tcp/10.96.0.1/80')?.destinations.map((d) => d.address)).toEqual(['10.244.0.2']);
+  });
+
+  it('turns ClientIP affinity into persistence and reads the scheduler annotations', () => {
+    const m = model(
+      [
+        svc('sticky', { sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 60 } } }),
+        svc('maglev', { clusterIP: '10.96.0.2' }, { annotations: { 'kube-router.io/service.scheduler': 'mh', 'kube-router.io/service.schedflags': 'flag-1,mh-port' } }),
+      ],
+      [],
+    );
+    expect(m.virtualServers.get('tcp/10.96.0.1/80')?.service).toMatchObject({ scheduler: 'rr', persistentSeconds: 60 });
+    expect(m.virtualServers.get('tcp/10.96.0.2/80')?.service).toMatchObject({ scheduler: 'mh', flags: ['mh-fallback', 'mh-port'] });
+  });
+
+  it('reports bad annotations as problems of their Service and programs the others', () => {
+    const m = model(
+      [svc('bad', {}, { annotations: { 'kube-router.io/service.scheduler': 'Round Robin' } }), svc('flags', { clusterIP: '10.96.0.3' }, { annotations: { 'kube-router.io/service.scheduler': 'sh', 'kube-router.io/service.schedflags': 'mh-port' } }), svc('good', { clusterIP: '10.96.0.2' })],
+      [],
+    );
+    expect(ids(m)).toEqual(['tcp/10.96.0.2/80']);
+    expect(m.problems.map((p) => [p.owner, p.reason])).toEqual([
+      ['ns/bad', 'InvalidServiceAnnotation'],
+      ['ns/flags', 'InvalidServiceAnnotation'],
+    ]);
+  });
+
+  it('marks hairpin on the ClusterIP with kube-router.io/service.hairpin, on external IPs only with .hairpin.externalips', () => {
+    const m = model(
+      [
+        svc('hp', { externalIPs: ['203.0.113.1'] }, { annotations: { 'kube-router.io/service.hairpin': '' } }),
+        svc('hpx', { clusterIP: '10.96.0.2', externalIPs: ['203.0.113.2'] }, { annotations: { 'kube-router.io/service.hairpin': '', 'kube-router.io/service.hairpin.externalips': '' } }),
+        svc('plain', { clusterIP: '10.96.0.3' }),
+      ],
+      [],
+    );
+    const hairpin = [...m.virtualServers.values()].filter((server) => server.hairpin).map((server) => server.id).sort();
+    expect(hairpin).toEqual(['tcp/10.96.0.1/80', 'tcp/10.96.0.2/80', 'tcp/203.0.113.2/80']);
+  });
+
+  it('skips LoadBalancer IPs with kube-router.io/service.skiplbips and leaves a claimed address to its first Service', () => {
+    const m = model(
+      [
+        svc('skip', { type: 'LoadBalancer' }, { annotations: { 'kube-router.io/service.skiplbips': 'true' } }, { loadBalancer: { ingress: [{ ip: '198.51.100.1' }] } }),
+        svc('dup', {}),
+      ],
+      [],
+    );
+    expect(ids(m)).toEqual(['tcp/10.96.0.1/80']);
+    expect(m.problems).toEqual([expect.objectContaining({ owner: 'ns/dup', reason: 'DuplicateServiceAddress' })]);
+  });
+});

@@ -1,0 +1,26 @@
+/** kube-router's names, kept so that an agent replacing kube-router adopts what is already on the node. */
+export const DUMMY_INTERFACE = 'kube-dummy-if';
+export const LOCAL_IPS_SET = 'kube-router-local-ips';
+export const SERVICE_IPS_SET = 'kube-router-svip';
+export const SERVICE_IP_PORTS_SET = 'kube-router-svip-prt';
+export const FIREWALL_CHAIN = 'KUBE-ROUTER-SERVICES';
+/** Ours (kube-router writes these rules straight into POSTROUTING): the nat chain of IPVS masquerading. */
+export const MASQUERADE_CHAIN = 'KUBE-ROUTER-SVC-MASQ';
+
+export const ANNOTATIONS = {
+  scheduler: 'kube-router.io/service.scheduler',
+  schedulerFlags: 'kube-router.io/service.schedflags',
+  local: 'kube-router.io/service.local',
+  skipLoadBalancerIps: 'kube-router.io/service.skiplbips',
+  hairpin: 'kube-router.io/service.hairpin',
+  hairpinExternalIps: 'kube-router.io/service.hairpin.externalips',
+  dsr: 'kube-router.io/service.dsr',
+} as const;
+
+export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
+export const HEADLESS_LABEL = 'service.kubernetes.io/headless';
+
+/** ipset names carry the family for IPv6, as kube-router's getIPSetName does. */
+export function familySetName(name: string, family: 'ipv4' | 'ipv6'): string {
+  return family === 'ipv6' ? `inet6:${name}` : name;
+}

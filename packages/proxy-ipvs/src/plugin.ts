@@ -1,0 +1,77 @@
+import { definePlugin } from '@kube-router/controller';
+import type { ControllerPlugin } from '@kube-router/controller';
+import { KubeServices } from '@kube-router/kube';
+import type { KubeContext } from '@kube-router/kube';
+import { ExecRunner } from '@kube-router/netfilter';
+import type { CommandRunner } from '@kube-router/netfilter';
+import type { Logger } from 'pino';
+import { createProxyController, PROXY_CONTROLLER } from './controller.js';
+import type { ProxySources } from './controller.js';
+import { Dataplane } from './dataplane.js';
+import { inCidrs, parseCidrs } from './model.js';
+import { proxyIpvsOptions } from './options.js';
+import type { ResolvedProxyIpvsOptions } from './options.js';
+
+export interface ProxyIpvsPluginOverrides {
+  /** Runs ipvsadm, ip, ipset, iptables and sysctl; default an ExecRunner logging to the plugin's logger. */
+  readonly runner?: CommandRunner;
+}
+
+/** The IPVS service proxy plugin; `overrides` exist for tests (a runner into a QEMU guest, a broken tool). */
+export function createProxyIpvsPlugin(overrides: ProxyIpvsPluginOverrides = {}): ControllerPlugin<ResolvedProxyIpvsOptions> {
+  return definePlugin({
+    name: PROXY_CONTROLLER,
+    version: '0.1.0',
+    options: proxyIpvsOptions,
+    create(ctx, options) {
+      const kube = ctx.services.get(KubeServices);
+      return createProxyController(
+        ctx,
+        { sources: informerSources(kube, ctx.nodeName, ctx.logger), runner: overrides.runner ?? new ExecRunner({ logger: ctx.logger }) },
+        options,
+      );
+    },
+    async cleanup(ctx, options) {
+      const runner = overrides.runner ?? new ExecRunner({ logger: ctx.logger });
+      const families = [...(options.enableIpv4 ? (['ipv4'] as const) : []), ...(options.enableIpv6 ? (['ipv6'] as const) : [])];
+      const dataplane = new Dataplane({
+        runner,
+        ...(options.netns !== undefined && { netns: options.netns }),
+        timeoutMs: options.commandTimeoutMs,
+        families,
+        iptablesBackend: options.iptablesBackend,
+      });
+      const excluded = parseCidrs(options.excludedCidrs);
+      const saved = await dataplane.ipvs.save();
+      const errors = await dataplane.removeEverything((address) => inCidrs(address, excluded), saved);
+      if (errors.length > 0) throw new AggregateError(errors, `proxy cleanup: ${errors.map((error) => error.message).join('; ')}`);
+    },
+  });
+}
+
+/** Kubernetes Services on IPVS, as kube-router's --run-service-proxy. */
+export const proxyIpvsPlugin = createProxyIpvsPlugin();
+
+export function informerSources(kube: KubeContext, nodeName: string, logger: Logger): ProxySources {
+  const services = kube.informers.services();
+  const slices = kube.informers.endpointSlices();
+  const nodes = kube.informers.nodes();
+  return {
+    services: () => services.list(),
+    slicesFor: (namespace, name) => slices.listForService(namespace, name),
+    node: () => nodes.get(nodeName),
+    hasSynced: () => services.hasSynced() && slices.hasSynced() && nodes.hasSynced(),
+    onChange(handler) {
+      const removers = (['services', 'endpointslices', 'nodes'] as const).map((resource) => kube.informers.onChange(resource, handler));
+      return () => removers.forEach((remove) => remove());
+    },
+    warnService(namespace, name, reason, message) {
+      const service = services.get(namespace, name);
+      const involved = service ? { ...service, apiVersion: 'v1', kind: 'Service' } : { apiVersion: 'v1', kind: 'Service', namespace, name };
+      kube.events.warning(involved, reason, message).catch((error: unknown) => {
+        logger.warn({ err: error, service: `${namespace}/${name}`, reason }, 'could not record event');
+      });
+    },
+  };
+}
+

@@ -1,0 +1,228 @@
+import { healthRoutes } from '@kube-router/healthcheck';
+import { parseIpvsSave } from '@kube-router/netfilter';
+import { ipvsKernelUnavailableReason, openIpvsKernel } from '@kube-router/testkit/qemu';
+import type { TestKernel } from '@kube-router/testkit/qemu';
+import fastify from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '@kube-router/testkit';
+import pino from 'pino';
+import { DUMMY_INTERFACE } from './names.js';
+import { proxyIpvsOptions } from './options.js';
+import { createProxyIpvsPlugin } from './plugin.js';
+import { EXTERNAL_CLIENT_IP, NODE_IP, POD_CIDR, ProxyWorld, nodeObject, serviceObject, sliceObject, startProxy } from './testing/world.js';
+import type { Pod, ProxyHarness } from './testing/world.js';
+
+const unavailable = ipvsKernelUnavailableReason();
+
+// One kernel for the whole file: in the QEMU guest a boot costs tens of seconds under TCG.
+describe.skipIf(unavailable !== undefined)(`proxy on a real IPVS kernel${unavailable ? ` (skipped: ${unavailable})` : ''}`, () => {
+  let kernel: TestKernel;
+  let world: ProxyWorld;
+  let proxy: ProxyHarness;
+  let a: Pod;
+  let b: Pod;
+  let client: Pod;
+  let healthCheckPort: number;
+
+  const ipvs = async () => parseIpvsSave((await kernel.runner.run({ command: 'ipvsadm', args: ['-Sn'], ...(world.netns && { netns: world.netns }) })).stdout);
+  const vips = async () => (await kernel.sh(`ip -o addr show dev ${DUMMY_INTERFACE} 2>/dev/null; true`, world.netns ? { netns: world.netns } : {})).stdout;
+  const sync = async () => proxy.controller.runObservedSync('test');
+  /** Waits until the informers hold what the API server has, then syncs. */
+  const syncWhen = async (seen: () => boolean) => {
+    for (let i = 0; i < 200 && !seen(); i++) await new Promise((resolve) => setTimeout(resolve, 25));
+    expect(seen(), 'the informers saw the change').toBe(true);
+    return sync();
+  };
+  const service = (name: string) => proxy.kube.informers.services().get('default', name);
+  const slice = (name: string) => proxy.kube.informers.endpointSlices().listForService('default', name)[0];
+
+  beforeAll(async () => {
+    const started = performance.now();
+    kernel = await openIpvsKernel();
+    world = new ProxyWorld(kernel);
+    await world.setUp();
+    a = await world.addPod('a', [8080]);
+    b = await world.addPod('b', [8080]);
+    client = await world.addPod('client');
+    healthCheckPort = await freePort();
+    proxy = await startProxy(
+      kernel.runner,
+      { ...(world.netns && { netns: world.netns }), podCidrs: [POD_CIDR], enableIpv6: false, gracefulTermination: true, gracefulPeriodMs: 8_000, syncPeriodMs: 600_000 },
+      [
+        nodeObject(),
+        serviceObject({ name: 'spread', clusterIP: '10.96.0.10' }),
+        sliceObject('spread', [{ ip: a.ip }, { ip: b.ip }]),
+        serviceObject({ name: 'sticky', clusterIP: '10.96.0.11', annotations: { 'kube-router.io/service.scheduler': 'sh' } }),
+        sliceObject('sticky', [{ ip: a.ip }, { ip: b.ip }]),
+        serviceObject({ name: 'affinity', clusterIP: '10.96.0.12', sessionAffinity: true }),
+        sliceObject('affinity', [{ ip: a.ip }, { ip: b.ip }]),
+        serviceObject({ name: 'nodeport', clusterIP: '10.96.0.13', type: 'NodePort', nodePort: 30080 }),
+        sliceObject('nodeport', [{ ip: a.ip }, { ip: b.ip }]),
+        serviceObject({ name: 'local', clusterIP: '10.96.0.14', type: 'LoadBalancer', nodePort: 30081, externalTrafficPolicy: 'Local', healthCheckNodePort: healthCheckPort }),
+        sliceObject('local', [{ ip: a.ip }, { ip: '10.244.1.9', node: 'elsewhere' }]),
+        serviceObject({ name: 'hairpin', clusterIP: '10.96.0.18', annotations: { 'kube-router.io/service.hairpin': '' } }),
+        sliceObject('hairpin', [{ ip: a.ip }]),
+        serviceObject({ name: 'udp', clusterIP: '10.96.0.19', port: 53, protocol: 'UDP' }),
+        sliceObject('udp', [{ ip: a.ip }, { ip: b.ip }], 8080, 'UDP'),
+      ],
+    );
+    const outcome = await sync();
+    expect(outcome.ok, outcome.ok ? '' : String(outcome.error)).toBe(true);
+    console.info(`${kernel.where} kernel${kernel.guest ? ` (boot ${kernel.guest.info.bootMs} ms)` : ''}, world and first sync in ${Math.round(performance.now() - started)} ms; sync ${JSON.stringify(proxy.controller.lastSync())}`);
+  }, 300_000);
+
+  afterAll(async () => {
+    await proxy?.close();
+    await world?.tearDown();
+    await kernel?.close();
+  }, 60_000);
+
+  it('spreads a ClusterIP over its endpoints round-robin', async () => {
+    const answers = await world.probe(client.netns, '10.96.0.10', 80, 6);
+    const pods = answers.map((answer) => answer.split(' ')[0]);
+    expect(new Set(pods)).toEqual(new Set(['a', 'b']));
+    for (let i = 1; i < pods.length; i++) expect(pods[i]).not.toBe(pods[i - 1]);
+    // Pod-to-service traffic from inside the pod CIDR keeps the pod's address.
+    expect(answers[0]?.split(' ')[1]).toBe(client.ip);
+    expect(await vips()).toContain('10.96.0.10/32');
+  });
+
+  it('balances a UDP ClusterIP, one datagram flow per source port', async () => {
+    const answers = await world.probe(client.netns, '10.96.0.19', 53, 4, 'udp');
+    expect(new Set(answers)).toEqual(new Set([`a ${client.ip}`, `b ${client.ip}`]));
+  });
+
+  it('sticks to one endpoint with the sh scheduler and with ClientIP affinity', async () => {
+    const sticky = await world.probe(client.netns, '10.96.0.11', 80, 5);
+    expect(new Set(sticky.map((answer) => answer.split(' ')[0])).size).toBe(1);
+    const affinity = await world.probe(client.netns, '10.96.0.12', 80, 5);
+    expect(new Set(affinity.map((answer) => answer.split(' ')[0])).size).toBe(1);
+    const saved = await ipvs();
+    expect(saved.find((s) => s.service.address === '10.96.0.11')?.service.scheduler).toBe('sh');
+    expect(saved.find((s) => s.service.address === '10.96.0.12')?.service.persistentSeconds).toBe(600);
+  });
+
+  it('answers a NodePort from outside the node, masquerading the outside client', async () => {
+    const answers = await world.probe('tipvs-ext', NODE_IP, 30080, 4);
+    expect(new Set(answers.map((answer) => answer.split(' ')[0]))).toEqual(new Set(['a', 'b']));
+    expect(answers.every((answer) => answer.split(' ')[1] !== EXTERNAL_CLIENT_IP)).toBe(true);
+  });
+
+  it('keeps only local endpoints and the client address under externalTrafficPolicy Local', async () => {
+    const saved = await ipvs();
+    const nodePort = saved.find((s) => s.service.address === NODE_IP && s.service.port === 30081);
+    expect(nodePort?.destinations.map((d) => d.address)).toEqual([a.ip]);
+    const clusterIp = saved.find((s) => s.service.address === '10.96.0.14');
+    expect(clusterIp?.destinations.map((d) => d.address).sort()).toEqual([a.ip, '10.244.1.9'].sort());
+    const answers = await world.probe('tipvs-ext', NODE_IP, 30081, 3);
+    expect(answers).toEqual([`a ${EXTERNAL_CLIENT_IP}`, `a ${EXTERNAL_CLIENT_IP}`, `a ${EXTERNAL_CLIENT_IP}`]);
+  });
+
+  it('lets a pod reach itself through its Service with kube-router.io/service.hairpin, seeing the VIP as the source', async () => {
+    expect(await world.probe(a.netns, '10.96.0.18', 80, 2)).toEqual(['a 10.96.0.18', 'a 10.96.0.18']);
+  });
+
+  it('serves the healthCheckNodePort of a Local LoadBalancer from the agent: 200 while a local endpoint is ready', async () => {
+    const response = await fetch(`http://127.0.0.1:${healthCheckPort}/healthz`);
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ service: { namespace: 'default', name: 'local' }, localEndpoints: 1 });
+  });
+
+  it('applies one endpoint change as one IPVS operation', async () => {
+    const unchanged = await sync();
+    expect(unchanged.ok).toBe(true);
+    expect(proxy.controller.lastSync()?.ipvsOperations).toBe(0);
+    proxy.server.upsert(sliceObject('spread', [{ ip: a.ip }, { ip: b.ip }, { ip: '10.244.0.200' }]));
+    const outcome = await syncWhen(() => (slice('spread')?.endpoints?.length ?? 0) === 3);
+    expect(outcome.ok).toBe(true);
+    expect(proxy.controller.lastSync()?.ipvsOperations).toBe(1);
+    proxy.server.upsert(sliceObject('spread', [{ ip: a.ip }, { ip: b.ip }]));
+    await syncWhen(() => (slice('spread')?.endpoints?.length ?? 0) === 2);
+  });
+
+  it('drains a removed endpoint: no new connections, the open one kept, deleted after the graceful period', async () => {
+    proxy.server.create(serviceObject({ name: 'drain', clusterIP: '10.96.0.15' }));
+    proxy.server.create(sliceObject('drain', [{ ip: b.ip }]));
+    await syncWhen(() => slice('drain') !== undefined && service('drain') !== undefined);
+    const holder = await world.holdConnections(client.netns, '10.96.0.15', 80, 1, 20_000);
+    for (let i = 0; i < 100 && !(await holder.output()).stdout; i++) await new Promise((resolve) => setTimeout(resolve, 100));
+    expect((await holder.output()).stdout).toContain(`b ${client.ip}`);
+
+    proxy.server.upsert(sliceObject('drain', [{ ip: a.ip }]));
+    await syncWhen(() => slice('drain')?.endpoints?.[0]?.addresses?.[0] === a.ip);
+    const draining = (await ipvs()).find((s) => s.service.address === '10.96.0.15');
+    expect(draining?.destinations).toEqual(
+      expect.arrayContaining([
+        { address: a.ip, port: 8080, forwarding: 'masquerade', weight: 1 },
+        { address: b.ip, port: 8080, forwarding: 'masquerade', weight: 0 },
+      ]),
+    );
+    expect(await world.probe(client.netns, '10.96.0.15', 80, 3)).toEqual([`a ${client.ip}`, `a ${client.ip}`, `a ${client.ip}`]);
+    const { stdout: connections } = await kernel.runner.run({ command: 'ipvsadm', args: ['-Ln', '-t', '10.96.0.15:80'], ...(world.netns && { netns: world.netns }) });
+    expect(connections).toMatch(new RegExp(`${b.ip.replace(/\./g, '\\.')}:8080\\s+Masq\\s+0\\s+1\\s`));
+
+    await new Promise((resolve) => setTimeout(resolve, 8_500));
+    await sync();
+    expect((await ipvs()).find((s) => s.service.address === '10.96.0.15')?.destinations.map((d) => d.address)).toEqual([a.ip]);
+    await holder.stop();
+  }, 90_000);
+
+  it('removes a deleted Service with its VIP', async () => {
+    proxy.server.delete('v1', 'Service', 'default', 'drain');
+    await syncWhen(() => service('drain') === undefined);
+    expect((await ipvs()).some((s) => s.service.address === '10.96.0.15')).toBe(false);
+    expect(await vips()).not.toContain('10.96.0.15/32');
+    expect(await world.probe(client.netns, '10.96.0.15', 80, 1)).toEqual([expect.stringMatching(/^error: /)]);
+  });
+
+  it('keeps every other Service when the kernel refuses one, fails the sync, stays live and records a Warning', async () => {
+    proxy.server.create(serviceObject({ name: 'broken', clusterIP: '10.96.0.16', annotations: { 'kube-router.io/service.scheduler': 'nosuch' } }));
+    proxy.server.create(sliceObject('broken', [{ ip: a.ip }]));
+    proxy.server.create(serviceObject({ name: 'after-broken', clusterIP: '10.96.0.17' }));
+    proxy.server.create(sliceObject('after-broken', [{ ip: b.ip }]));
+    const outcome = await syncWhen(() => service('broken') !== undefined && service('after-broken') !== undefined && slice('after-broken') !== undefined);
+    expect(outcome.ok).toBe(false);
+    if (!outcome.ok) expect(String(outcome.error)).toMatch(/service\/default\/broken: IPVS refused tcp\/10\.96\.0\.16\/80: .*not found/i);
+    expect(await world.probe(client.netns, '10.96.0.17', 80, 1)).toEqual([`b ${client.ip}`]);
+    expect(await world.probe(client.netns, '10.96.0.10', 80, 2)).toHaveLength(2);
+
+    const failures = (await proxy.metrics.registry.getSingleMetric('kube_router_controller_sync_failures_total')?.get())?.values.find((v) => v.labels.controller === 'proxy');
+    expect(failures?.value).toBeGreaterThanOrEqual(1);
+    const app = fastify();
+    await app.register(healthRoutes, { registry: proxy.health });
+    expect((await app.inject({ url: '/healthz' })).statusCode).toBe(200);
+    await app.close();
+    for (let i = 0; i < 100; i++) {
+      if (proxy.server.list('v1', 'Event', 'default').some((e) => (e as { reason?: string }).reason === 'IpvsServiceNotProgrammed')) break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const event = proxy.server.list('v1', 'Event', 'default').find((e) => (e as { reason?: string }).reason === 'IpvsServiceNotProgrammed') as
+      | { type?: string; involvedObject?: { name?: string } }
+      | undefined;
+    expect(event?.type).toBe('Warning');
+    expect(event?.involvedObject?.name).toBe('broken');
+  });
+
+  it('exports per-Service counters when scraped', async () => {
+    const text = await proxy.metrics.registry.metrics();
+    expect(text).toMatch(/kube_router_service_total_connections\{svc_namespace="default",service_name="spread",service_vip="10\.96\.0\.10",protocol="tcp",port="80"\} [1-9]/);
+    expect(text).toMatch(/kube_router_controller_ipvs_services \d+/);
+  });
+
+  it('cleanup removes its IPVS services, VIPs, kube-dummy-if, ipsets and chains', async () => {
+    const plugin = createProxyIpvsPlugin({ runner: kernel.runner });
+    const options = proxyIpvsOptions.parse({ ...(world.netns && { netns: world.netns }), enableIpv6: false });
+    await plugin.cleanup?.({ nodeName: 'tipvs-node', logger: pino({ level: 'silent' }) }, options);
+    expect(await ipvs()).toEqual([]);
+    const where = world.netns ? { netns: world.netns } : {};
+    const { stdout } = await kernel.sh(
+      `ip link show ${DUMMY_INTERFACE} 2>&1; ipset list -n; iptables-save -t filter | grep -c KUBE-ROUTER-SERVICES; iptables-save -t nat | grep -c KUBE-ROUTER-SVC-MASQ; true`,
+      where,
+    );
+    expect(stdout).toMatch(/does not exist/);
+    expect(stdout).not.toMatch(/kube-router-/);
+    expect(stdout.trim().split('\n').slice(-2)).toEqual(['0', '0']);
+    // Nothing to remove is not an error.
+    await plugin.cleanup?.({ nodeName: 'tipvs-node', logger: pino({ level: 'silent' }) }, options);
+  });
+});

@@ -1,0 +1,25 @@
+/* global process, console, setTimeout, clearTimeout */
+// Runs inside a client network namespace: `probe-udp.mjs <ip> <port> <count>` sends <count> datagrams, each from a
+// new socket (a new source port), and prints a JSON array of the answers ("<pod> <client address>" or "error: ...").
+import { createSocket } from 'node:dgram';
+
+const [host, port, count] = process.argv.slice(2);
+const answers = [];
+for (let i = 0; i < Number(count); i++) {
+  answers.push(
+    await new Promise((resolve) => {
+      const socket = createSocket('udp4');
+      const timer = setTimeout(() => {
+        socket.close();
+        resolve('error: timeout');
+      }, 3000);
+      socket.on('message', (message) => {
+        clearTimeout(timer);
+        socket.close();
+        resolve(message.toString().trim());
+      });
+      socket.send('ping', Number(port), host);
+    }),
+  );
+}
+console.log(JSON.stringify(answers));

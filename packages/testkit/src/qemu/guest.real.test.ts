@@ -1,0 +1,63 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CommandError } from '@kube-router/netfilter';
+import { QemuGuest, guestUnavailableReason } from './index.js';
+
+const unavailable = guestUnavailableReason();
+
+describe.skipIf(unavailable !== undefined)(`QEMU guest tier${unavailable ? ` (skipped: ${unavailable})` : ''}`, () => {
+  let guest: QemuGuest;
+
+  beforeAll(async () => {
+    guest = await QemuGuest.boot();
+    console.info(`guest ${guest.info.kernelRelease} booted in ${guest.info.bootMs} ms (image ${guest.info.imageBuildMs} ms)`);
+  }, 240_000);
+  afterAll(() => guest?.close());
+
+  it('boots a kernel with IPVS loaded and reports how long it took', async () => {
+    expect(guest.info.kernelRelease).toMatch(/-cloud-amd64$/);
+    expect(guest.info.bootMs).toBeGreaterThan(0);
+    const { stdout } = await guest.run({ command: 'cat', args: ['/proc/net/ip_vs'] });
+    expect(stdout).toContain('IP Virtual Server version');
+  });
+
+  it('programs IPVS with ipvsadm and reads it back', async () => {
+    await guest.run({ command: 'ipvsadm', args: ['-A', '-t', '10.96.0.10:80', '-s', 'sh'] });
+    await guest.run({ command: 'ipvsadm', args: ['-a', '-t', '10.96.0.10:80', '-r', '10.244.0.2:8080', '-m'] });
+    const { stdout } = await guest.run({ command: 'ipvsadm', args: ['-Sn'] });
+    expect(stdout).toContain('-A -t 10.96.0.10:80 -s sh');
+    expect(stdout).toContain('-a -t 10.96.0.10:80 -r 10.244.0.2:8080 -m -w 1');
+    await guest.run({ command: 'ipvsadm', args: ['-C'] });
+  });
+
+  it('creates a dummy interface and a network namespace, and runs node inside it', async () => {
+    await guest.run({ command: 'ip', args: ['link', 'add', 'tipvs-dummy', 'type', 'dummy'] });
+    const { stdout: links } = await guest.run({ command: 'ip', args: ['-o', 'link', 'show', 'tipvs-dummy'] });
+    expect(links).toContain('tipvs-dummy');
+    await guest.run({ command: 'ip', args: ['netns', 'add', 'tipvs-ns'] });
+    const { stdout } = await guest.run({ command: 'node', args: ['-e', 'console.log(require("os").networkInterfaces().lo ? "lo" : "none")'], netns: 'tipvs-ns' });
+    expect(stdout.trim()).toBe('none'); // a fresh namespace's loopback is down
+    await guest.sh('ip netns del tipvs-ns; ip link del tipvs-dummy');
+  });
+
+  it('fails a command with its exit code and stderr, as ExecRunner does', async () => {
+    const failure = await guest.run({ command: 'ipvsadm', args: ['-A', '-t', '10.96.0.11:80', '-s', 'nosuch'] }).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(CommandError);
+    expect((failure as CommandError).exitCode).not.toBe(0);
+    expect((failure as CommandError).message).toMatch(/ipvsadm -A -t 10.96.0.11:80 -s nosuch exited with code \d+; stderr: .+/);
+    await expect(guest.run({ command: 'sleep', args: ['5'], timeoutMs: 200 })).rejects.toMatchObject({ timedOut: true });
+  });
+
+  it('keeps background processes and files and brings their output out', async () => {
+    await guest.writeFile('/tmp/tipvs/hello.mjs', 'console.log("hello from", process.argv[2]); setInterval(() => {}, 1000);');
+    const server = await guest.spawn({ command: 'node', args: ['/tmp/tipvs/hello.mjs', 'guest'] });
+    let output = await server.output();
+    for (let i = 0; i < 100 && !output.stdout; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      output = await server.output();
+    }
+    expect(output.stdout).toBe('hello from guest\n');
+    expect(output.exit).toBeNull();
+    await server.stop();
+    expect(await guest.readFile('/tmp/tipvs/hello.mjs')).toContain('hello from');
+  });
+});

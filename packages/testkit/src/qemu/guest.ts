@@ -1,0 +1,310 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CommandError } from '@kube-router/netfilter';
+import type { CommandResult, CommandRunner, CommandSpec } from '@kube-router/netfilter';
+import { buildGuestImage, findGuestKernel, type GuestImage } from './image.js';
+
+export interface GuestOptions {
+  /** Guest memory in MiB; node plus a 10,000-Service IPVS table fit in the default. */
+  readonly memoryMiB?: number;
+  readonly cpus?: number;
+  /** Deadline from starting qemu to the agent's first message. */
+  readonly bootTimeoutMs?: number;
+  /** Deadline of a command that sets none, as ExecRunner's default. */
+  readonly defaultTimeoutMs?: number;
+  readonly qemuBinary?: string;
+  /** A prebuilt image; by default the cached one for the unpacked kernel is built or reused. */
+  readonly image?: GuestImage;
+}
+
+export interface GuestInfo {
+  readonly kernelRelease: string;
+  /** From spawning qemu to the guest agent's ready message. */
+  readonly bootMs: number;
+  readonly imageBuildMs: number;
+}
+
+export interface BackgroundProcess {
+  readonly pid: number;
+  /** What it wrote so far and its exit, when it has exited. */
+  output(): Promise<{ stdout: string; stderr: string; exit: { exitCode: number | null; signal: string | null } | null }>;
+  /** Kills its process group and returns what it wrote. */
+  stop(): Promise<{ stdout: string; stderr: string }>;
+}
+
+interface RawResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number | null;
+  signal: string | null;
+  timedOut?: boolean;
+  spawnError?: string;
+  durationMs: number;
+}
+
+interface Reply {
+  id: number | null;
+  ok: boolean;
+  value?: unknown;
+  error?: string;
+}
+
+/** Why the tier cannot boot here (missing kernel, qemu or /dev/kvm-less host is fine), or undefined when it can. */
+export function guestUnavailableReason(qemuBinary = 'qemu-system-x86_64'): string | undefined {
+  const kernel = findGuestKernel();
+  if ('missing' in kernel) return kernel.missing;
+  const qemu = ['/usr/bin', '/usr/local/bin'].map((dir) => join(dir, qemuBinary)).find((path) => existsSync(path));
+  if (!qemu) return `${qemuBinary} is not installed (apt-get install qemu-system-x86)`;
+  if (!existsSync('/bin/busybox')) return 'busybox-static is not installed';
+  if (process.getuid?.() !== 0) return 'the guest tier builds its image from root-only tools; run as root';
+  return undefined;
+}
+
+/**
+ * A booted QEMU guest (TCG, Debian's cloud kernel) whose kernel has IPVS, dummy and ipip. Commands run there through
+ * `runner`, a CommandRunner like ExecRunner, so code under test that takes a runner needs no change to program the
+ * guest's kernel. One boot serves many test cases; `close()` powers it off and removes its temporary files.
+ */
+export class QemuGuest {
+  readonly info: GuestInfo;
+  readonly runner: CommandRunner;
+  readonly defaultTimeoutMs: number;
+  readonly #qemu: ChildProcess;
+  readonly #socket: Socket;
+  readonly #workDir: string;
+  readonly #pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+  #nextId = 1;
+  #closed = false;
+  #exited: Promise<void>;
+
+  private constructor(qemu: ChildProcess, socket: Socket, workDir: string, info: GuestInfo, defaultTimeoutMs: number) {
+    this.#qemu = qemu;
+    this.#socket = socket;
+    this.#workDir = workDir;
+    this.info = info;
+    this.defaultTimeoutMs = defaultTimeoutMs;
+    this.runner = { run: (spec) => this.run(spec) };
+    this.#exited = new Promise((resolve) => qemu.once('exit', () => resolve()));
+    qemu.once('exit', () => this.#failPending(new Error(`qemu exited; console:\n${this.console().slice(-2000)}`)));
+  }
+
+  static async boot(options: GuestOptions = {}): Promise<QemuGuest> {
+    const buildStarted = performance.now();
+    const image = options.image ?? buildImageOrThrow();
+    const imageBuildMs = Math.round(performance.now() - buildStarted);
+    const workDir = mkdtempSync(join(tmpdir(), 'kube-router-guest-'));
+    const socketPath = join(workDir, 'rpc.sock');
+    const consolePath = join(workDir, 'console.log');
+    const started = performance.now();
+    const qemu = spawn(
+      options.qemuBinary ?? 'qemu-system-x86_64',
+      [
+        '-accel', 'tcg',
+        '-cpu', 'max',
+        '-m', String(options.memoryMiB ?? 2048),
+        '-smp', String(options.cpus ?? 1),
+        '-kernel', image.kernel.vmlinuz,
+        '-initrd', image.initramfs,
+        '-append', 'console=ttyS0 quiet panic=-1 rdinit=/init',
+        '-display', 'none',
+        '-monitor', 'none',
+        '-no-reboot',
+        '-nic', 'none',
+        '-serial', `file:${consolePath}`,
+        '-device', 'virtio-serial-pci',
+        // wait=on: the guest does not start before the host is connected, so no message is lost.
+        '-chardev', `socket,id=rpc,path=${socketPath},server=on,wait=on`,
+        '-device', 'virtserialport,chardev=rpc,name=kube-router.rpc',
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    let qemuStderr = '';
+    qemu.stderr?.on('data', (chunk: Buffer) => (qemuStderr += chunk.toString()));
+    const bootTimeoutMs = options.bootTimeoutMs ?? 180_000;
+    try {
+      const socket = await connectWhenListening(socketPath, qemu, bootTimeoutMs, () => qemuStderr);
+      const ready = await firstMessage(socket, qemu, bootTimeoutMs, () => `${qemuStderr}\n${readConsole(consolePath)}`);
+      const info: GuestInfo = {
+        kernelRelease: (ready.value as { kernel: string }).kernel,
+        bootMs: Math.round(performance.now() - started),
+        imageBuildMs,
+      };
+      const guest = new QemuGuest(qemu, socket, workDir, info, options.defaultTimeoutMs ?? 30_000);
+      guest.#listen(ready.rest);
+      return guest;
+    } catch (error) {
+      qemu.kill('SIGKILL');
+      rmSync(workDir, { recursive: true, force: true });
+      throw error;
+    }
+  }
+
+  /** The serial console so far (kernel messages and the init script's lines). */
+  console(): string {
+    return readConsole(join(this.#workDir, 'console.log'));
+  }
+
+  /** One command in the guest, with the semantics of ExecRunner.run (CommandError on failure or timeout). */
+  async run(spec: CommandSpec): Promise<CommandResult> {
+    const timeoutMs = spec.timeoutMs ?? this.defaultTimeoutMs;
+    const args = spec.args ?? [];
+    const raw = (await this.#request({ op: 'run', spec: { ...spec, timeoutMs } })) as RawResult;
+    const failure = { command: spec.command, args, netns: spec.netns, timeoutMs };
+    if (raw.spawnError) throw new CommandError({ ...failure, exitCode: null, spawnError: raw.spawnError });
+    const code = raw.exitCode;
+    const ok = !raw.timedOut && code !== null && (code === 0 || (spec.okExitCodes?.includes(code) ?? false));
+    if (!ok) {
+      throw new CommandError({ ...failure, exitCode: code, signal: raw.signal, stderr: raw.stderr, stdout: raw.stdout, timedOut: raw.timedOut ?? false });
+    }
+    return { stdout: raw.stdout, stderr: raw.stderr, exitCode: code, durationMs: raw.durationMs };
+  }
+
+  /**
+   * A shell command line in the guest (busybox sh), for test set-up that reads better as shell. Debian's static
+   * busybox prefers its own applets to PATH, and its `ip` applet lacks most of iproute2, so `ip` is redirected.
+   */
+  sh(script: string, options: { netns?: string; timeoutMs?: number } = {}): Promise<CommandResult> {
+    return this.run({ command: 'sh', args: ['-c', `ip() { /usr/sbin/ip "$@"; }\n${script}`], ...options });
+  }
+
+  /** A long-running process in the guest (a server in a pod namespace, say); it has no deadline. */
+  async spawn(spec: Omit<CommandSpec, 'timeoutMs' | 'okExitCodes'>): Promise<BackgroundProcess> {
+    const { pid } = (await this.#request({ op: 'spawn', spec })) as { pid: number };
+    return {
+      pid,
+      output: async () => (await this.#request({ op: 'output', pid })) as Awaited<ReturnType<BackgroundProcess['output']>>,
+      stop: async () => (await this.#request({ op: 'kill', pid })) as { stdout: string; stderr: string },
+    };
+  }
+
+  async writeFile(path: string, content: string | Buffer, mode = 0o644): Promise<void> {
+    await this.#request({ op: 'writeFile', path, mode, data: Buffer.from(content).toString('base64') });
+  }
+
+  async readFile(path: string): Promise<string> {
+    return Buffer.from((await this.#request({ op: 'readFile', path })) as string, 'base64').toString('utf8');
+  }
+
+  /** Powers the guest off (it is all in memory: nothing to save) and removes the temporary directory. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#socket.destroy();
+    if (this.#qemu.exitCode === null && this.#qemu.signalCode === null) this.#qemu.kill('SIGKILL');
+    await this.#exited;
+    rmSync(this.#workDir, { recursive: true, force: true });
+  }
+
+  #request(body: Record<string, unknown>): Promise<unknown> {
+    if (this.#closed) return Promise.reject(new Error('the guest is closed'));
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject });
+      this.#socket.write(`${JSON.stringify({ id, ...body })}\n`);
+    });
+  }
+
+  #listen(initial: string): void {
+    // A reply can be megabytes (ipvsadm -Sn of 100,000 real servers) arriving in small chunks: the chunks are kept
+    // in a list and joined once its newline arrives, so that receiving it stays linear in its size.
+    let parts: string[] = [];
+    const take = (chunk: string): void => {
+      let newline: number;
+      while ((newline = chunk.indexOf('\n')) >= 0) {
+        parts.push(chunk.slice(0, newline));
+        const line = parts.join('');
+        parts = [];
+        chunk = chunk.slice(newline + 1);
+        if (line.trim()) this.#settle(JSON.parse(line) as Reply);
+      }
+      if (chunk) parts.push(chunk);
+    };
+    this.#socket.setEncoding('utf8');
+    this.#socket.on('data', (chunk: string) => take(chunk));
+    this.#socket.on('close', () => this.#failPending(new Error('the guest closed its RPC port')));
+    take(initial);
+  }
+
+  #settle(reply: Reply): void {
+    if (reply.id === null) return;
+    const waiter = this.#pending.get(reply.id);
+    if (!waiter) return;
+    this.#pending.delete(reply.id);
+    if (reply.ok) waiter.resolve(reply.value);
+    else waiter.reject(new Error(`guest: ${reply.error ?? 'failed'}`));
+  }
+
+  #failPending(error: Error): void {
+    for (const waiter of this.#pending.values()) waiter.reject(error);
+    this.#pending.clear();
+  }
+}
+
+function buildImageOrThrow(): GuestImage {
+  const kernel = findGuestKernel();
+  if ('missing' in kernel) throw new Error(kernel.missing);
+  return buildGuestImage(kernel);
+}
+
+function readConsole(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+async function connectWhenListening(path: string, qemu: ChildProcess, timeoutMs: number, stderr: () => string): Promise<Socket> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (qemu.exitCode !== null) throw new Error(`qemu exited with ${qemu.exitCode}: ${stderr()}`);
+    if (existsSync(path)) {
+      try {
+        return await new Promise<Socket>((resolve, reject) => {
+          const socket = connect(path, () => resolve(socket));
+          socket.once('error', reject);
+        });
+      } catch {
+        // Not listening yet.
+      }
+    }
+    if (Date.now() > deadline) throw new Error(`qemu did not open ${path} within ${timeoutMs}ms: ${stderr()}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** Waits for the agent's ready line; returns it and whatever arrived after it. */
+function firstMessage(socket: Socket, qemu: ChildProcess, timeoutMs: number, diagnostics: () => string): Promise<Reply & { rest: string }> {
+  return new Promise((resolve, reject) => {
+    let buffered = '';
+    const cleanup = (): void => {
+      clearTimeout(timer);
+      socket.off('data', onData);
+      qemu.off('exit', onExit);
+    };
+    const timer = setTimeout(() => {
+      cleanup();
+      reject(new Error(`the guest did not come up within ${timeoutMs}ms; console:\n${diagnostics().slice(-3000)}`));
+    }, timeoutMs);
+    const onExit = (): void => {
+      cleanup();
+      reject(new Error(`qemu exited during boot; console:\n${diagnostics().slice(-3000)}`));
+    };
+    const onData = (chunk: Buffer): void => {
+      buffered += chunk.toString('utf8');
+      const newline = buffered.indexOf('\n');
+      if (newline < 0) return;
+      cleanup();
+      try {
+        resolve({ ...(JSON.parse(buffered.slice(0, newline)) as Reply), rest: buffered.slice(newline + 1) });
+      } catch (error) {
+        reject(error instanceof Error ? error : new Error(String(error)));
+      }
+    };
+    socket.on('data', onData);
+    qemu.once('exit', onExit);
+  });
+}
