@@ -1,5 +1,4 @@
-import { netpolIptablesPlugin } from '@kube-router/netpol-iptables';
-import { defaultCatalog, firewallOptions, type PluginCatalog } from '@kube-router/agent';
+import { defaultCatalog, firewallPlugins, type PluginCatalog } from '@kube-router/agent';
 
 export interface LabCatalogOptions {
   /** The lab node's network namespace: the dataplane plugins program their rules inside it. */
@@ -14,9 +13,8 @@ export function labCatalog({ netns }: LabCatalogOptions): PluginCatalog {
   }
   return {
     ...defaultCatalog,
-    // Triggered syncs as soon as a policy or pod changes, so that `kubectl apply` is enforced within a second.
-    firewall: (config) => [
-      { plugin: netpolIptablesPlugin, options: { ...firewallOptions(config, netns), minSyncIntervalMs: 200 } },
-    ],
+    // Triggered syncs as soon as a policy or pod changes, so that `kubectl apply` is enforced within a second;
+    // --use-nftables-for-netpol picks the nftables backend as in the agent.
+    firewall: (config) => firewallPlugins(config, netns, { minSyncIntervalMs: 200 }),
   };
 }

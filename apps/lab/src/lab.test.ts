@@ -2,6 +2,9 @@ import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomInt } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { defaultCatalog } from '@kube-router/agent';
 import { freePort } from '@kube-router/testkit';
 
 async function get(url: string): Promise<{ status: number; body: string }> {
@@ -33,66 +36,98 @@ async function eventually(what: string, check: () => Promise<boolean>, timeoutMs
 const isRoot = process.getuid?.() === 0;
 
 /**
- * `npm start` for real: the lab script is spawned as a person would run it, and its three printed lines are all the
- * test knows. kubectl (a client this project did not write) then reads the embedded cluster through the printed
- * KUBECONFIG.
+ * `npm start` for real: the lab script is spawned as a person would run it, and its printed lines are all the test
+ * knows. kubectl (a client this project did not write) then reads the embedded cluster through the printed
+ * KUBECONFIG. The health and metrics ports are flags handed through to every node's agent.
  */
 describe.skipIf(!isRoot)('the lab behind npm start (needs root for network namespaces)', () => {
+  // Names and subnets of this run's own, so that an `npm start` on the defaults can run beside it.
+  const runId = `tlab${randomInt(36 * 36).toString(36).padStart(2, '0')}`;
+  const subnet = randomInt(100, 250);
+  const nodeAddresses = [`10.250.${subnet}.11`, `10.250.${subnet}.12`];
+  const routerAvailable = defaultCatalog.router !== undefined;
   let child: ChildProcess;
   let lines: string[] = [];
   let kubeconfig = '';
-  let healthUrl = '';
-  let metricsUrl = '';
+  let healthUrls: string[] = [];
+  let metricsUrls: string[] = [];
+  let ports: number[] = [];
   const kubectl = async (...args: string[]) => (await run('kubectl', ['--kubeconfig', kubeconfig, ...args])).stdout;
   const kubectlApply = (manifest: string) =>
     new Promise<void>((resolve, reject) => {
       const apply = execFile('kubectl', ['--kubeconfig', kubeconfig, 'apply', '-f', '-'], (error) => (error ? reject(error) : resolve()));
       apply.stdin!.end(manifest);
     });
+  const pods = async () =>
+    (JSON.parse(await kubectl('get', 'pods', '-A', '-o', 'json')) as {
+      items: {
+        metadata: { name: string; annotations: Record<string, string> };
+        spec: { nodeName: string };
+        status: { phase: string; podIP: string };
+      }[];
+    }).items;
 
   beforeAll(async () => {
-    const [healthPort, metricsPort] = [await freePort(), await freePort()];
+    ports = [await freePort(), await freePort()];
     // One process (no npx or tsx wrapper in between), so that the signal and the exit code are the lab's own.
-    child = spawn(process.execPath, ['--conditions=@kube-router/source', '--import', 'tsx', 'src/lab.ts', `--health-port=${healthPort}`, `--metrics-port=${metricsPort}`], {
+    child = spawn(process.execPath, ['--conditions=@kube-router/source', '--import', 'tsx', 'src/lab.ts', `--health-port=${ports[0]}`, `--metrics-port=${ports[1]}`], {
       cwd: new URL('..', import.meta.url).pathname,
       stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, LAB_RUN_ID: runId, LAB_UNDERLAY_CIDRS: `10.250.${subnet}.0/24,fd00:10:250:${subnet.toString(16)}::/64` },
     });
     const reader = createInterface({ input: child.stdout! });
     lines = [];
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`lab printed no URLs in time; got ${JSON.stringify(lines)}`)), 45_000);
+      const timer = setTimeout(() => reject(new Error(`lab printed no URLs in time; got ${JSON.stringify(lines)}`)), 150_000);
       reader.on('line', (line) => {
         if (line.startsWith('{')) return;
         lines.push(line);
-        if (lines.length === 3) {
+        if (lines.length === 5) {
           clearTimeout(timer);
           resolve();
         }
       });
       child.once('exit', (code) => reject(new Error(`lab exited with ${code} before printing its URLs`)));
     });
-    [kubeconfig, healthUrl, metricsUrl] = [lines[0]!.replace(/^KUBECONFIG=/, ''), lines[1]!, lines[2]!];
-  }, 60_000);
+    kubeconfig = lines[0]!.replace(/^KUBECONFIG=/, '');
+    healthUrls = [lines[1]!, lines[3]!];
+    metricsUrls = [lines[2]!, lines[4]!];
+  }, 180_000);
 
   afterAll(async () => {
     if (child.exitCode === null) child.kill('SIGKILL');
   });
 
-  it('prints KUBECONFIG=<path>, the health URL and the metrics URL, one line each', () => {
+  it('prints KUBECONFIG=<path>, then each node’s health and metrics URLs on the ports it was given', () => {
     expect(lines[0]).toMatch(/^KUBECONFIG=\/.+\/kubeconfig$/);
-    expect(healthUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/healthz$/);
-    expect(metricsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+    expect(healthUrls).toEqual(nodeAddresses.map((address) => `http://${address}:${ports[0]}/healthz`));
+    expect(metricsUrls).toEqual(nodeAddresses.map((address) => `http://${address}:${ports[1]}/metrics`));
   });
 
-  it('runs the seeded pods in network namespaces on the lab node', async () => {
-    const pods = JSON.parse(await kubectl('get', 'pods', '-A', '-o', 'json')) as {
-      items: { metadata: { name: string; annotations?: Record<string, string> }; status: { phase: string; podIP?: string } }[];
-    };
-    expect(pods.items.map((p) => p.metadata.name).sort()).toEqual(['client', 'intruder', 'web']);
-    for (const pod of pods.items) {
+  it('lists both lab nodes with kubectl get nodes, Ready, with their pod CIDRs', async () => {
+    const nodes = (JSON.parse(await kubectl('get', 'nodes', '-o', 'json')) as {
+      items: { metadata: { name: string }; spec: { podCIDRs: string[] }; status: { conditions: { type: string; status: string }[] } }[];
+    }).items;
+    expect(nodes.map((node) => [node.metadata.name, node.spec.podCIDRs[0]])).toEqual([
+      ['lab-node-1', '10.244.0.0/24'],
+      ['lab-node-2', '10.244.1.0/24'],
+    ]);
+    for (const node of nodes) expect(node.status.conditions).toContainEqual(expect.objectContaining({ type: 'Ready', status: 'True' }));
+    expect(await kubectl('get', 'nodes')).toMatch(/lab-node-1\s+Ready[\s\S]*lab-node-2\s+Ready/);
+  });
+
+  it('runs the seeded pods in network namespaces on their nodes', async () => {
+    const items = await pods();
+    expect(items.map((p) => [p.metadata.name, p.spec.nodeName]).sort()).toEqual([
+      ['client', 'lab-node-1'],
+      ['intruder', 'lab-node-1'],
+      ['remote', 'lab-node-2'],
+      ['web', 'lab-node-1'],
+    ]);
+    for (const pod of items) {
       expect(pod.status.phase).toBe('Running');
-      expect(pod.status.podIP).toMatch(/^10\.244\.0\.\d+$/);
-      expect(pod.metadata.annotations?.['lab.kube-router.io/netns']).toMatch(/^krt-/);
+      expect(pod.status.podIP).toMatch(pod.spec.nodeName === 'lab-node-1' ? /^10\.244\.0\.\d+$/ : /^10\.244\.1\.\d+$/);
+      expect(pod.metadata.annotations?.['lab.kube-router.io/netns']).toMatch(new RegExp(`^krt-${runId}-`));
     }
   });
 
@@ -118,22 +153,25 @@ spec: { type: LoadBalancer, ports: [{ port: 443, protocol: TCP }] }
     expect(late).toMatch(/^10\.255\.0\.\d+/);
   });
 
-  it('answers health, readiness and metrics', async () => {
-    expect((await get(healthUrl)).status).toBe(200);
-    const ready = await get(healthUrl.replace(/healthz$/, 'readyz?verbose'));
-    expect(ready.body).toContain('[+]informers ok');
-    expect(ready.body).toContain('[+]lballoc ok');
-    expect(ready.body).toMatch(/\[\+\]netpol\S* ok/);
-    const metrics = (await get(metricsUrl)).body;
-    expect(metrics).toMatch(/kube_router_controller_sync_last_success\{controller="lballoc"\} [1-9]\d+/);
-    expect(metrics).toContain('kube_router_informer_watch_healthy{resource="services"} 1');
+  it('answers health, readiness and metrics on every node, from the shell that started it', async () => {
+    for (const [index, healthUrl] of healthUrls.entries()) {
+      expect((await get(healthUrl)).status).toBe(200);
+      const ready = await get(healthUrl.replace(/healthz$/, 'readyz?verbose'));
+      expect(ready.body).toContain('[+]informers ok');
+      expect(ready.body).toContain('[+]lballoc ok');
+      expect(ready.body).toMatch(/\[\+\]netpol\S* ok/);
+      const metrics = (await get(metricsUrls[index]!)).body;
+      expect(metrics).toMatch(/kube_router_controller_sync_last_success\{controller="netpol"\} [1-9]\d+/);
+      expect(metrics).toContain('kube_router_informer_watch_healthy{resource="services"} 1');
+    }
+    // One allocator leads; every replica's loop runs and succeeds.
+    const successes = await Promise.all(metricsUrls.map(async (url) => /sync_last_success\{controller="lballoc"\} [1-9]/.test((await get(url)).body)));
+    expect(successes).toEqual([true, true]);
   });
 
   it('enforces a NetworkPolicy applied with kubectl on the lab pods, and lifts it when deleted', async () => {
-    const pods = JSON.parse(await kubectl('get', 'pods', '-A', '-o', 'json')) as {
-      items: { metadata: { name: string; annotations: Record<string, string> }; status: { podIP: string } }[];
-    };
-    const pod = (name: string) => pods.items.find((p) => p.metadata.name === name)!;
+    const items = await pods();
+    const pod = (name: string) => items.find((p) => p.metadata.name === name)!;
     const netnsOf = (name: string) => pod(name).metadata.annotations['lab.kube-router.io/netns']!;
     const webIP = pod('web').status.podIP;
     const reach = (from: string) => canConnect(netnsOf(from), webIP, 80);
@@ -149,20 +187,64 @@ spec:
     - from: [{ podSelector: { matchLabels: { app: client } } }]
       ports: [{ port: 80, protocol: TCP }]
 `);
-    await eventually('the intruder to be cut off', async () => !(await reach('intruder')));
+    await eventually('the intruder to be cut off', async () => !(await reach('intruder')), 30_000);
     expect(await reach('client')).toBe(true);
 
     await kubectl('delete', 'networkpolicy', 'web-from-client', '-n', 'demo');
-    await eventually('the intruder to reach web again', () => reach('intruder'));
-  }, 40_000);
+    await eventually('the intruder to reach web again', () => reach('intruder'), 30_000);
+  }, 80_000);
 
-  it('stops on SIGTERM with exit code 0 and leaves no network namespace behind', async () => {
-    const netns = (await kubectl('get', 'pod', 'web', '-n', 'demo', '-o', 'jsonpath={.metadata.annotations.lab\\.kube-router\\.io/netns}')).trim();
-    const runId = netns.split('-')[1];
+  it(
+    routerAvailable
+      ? 'carries pod traffic between nodes over the routes the agents learned from each other'
+      : 'keeps pods on different nodes apart while this build has no router (no route between the nodes)',
+    async () => {
+      const items = await pods();
+      const pod = (name: string) => items.find((p) => p.metadata.name === name)!;
+      const client = pod('client').metadata.annotations['lab.kube-router.io/netns']!;
+      const remote = pod('remote').status.podIP;
+      if (routerAvailable) {
+        await eventually('client on lab-node-1 to reach remote on lab-node-2', () => canConnect(client, remote, 8080), 60_000);
+      } else {
+        expect(await canConnect(client, remote, 8080)).toBe(false);
+      }
+    },
+    90_000,
+  );
+
+  it('stops on SIGINT with exit code 0 and leaves no namespace, interface or process behind', async () => {
+    // Every process in the lab's namespaces: the agents, what they run (gobgpd) and the pods' own.
+    const namespaces = (await run('ip', ['netns', 'list'])).stdout
+      .split('\n')
+      .map((line) => line.split(' ')[0]!)
+      .filter((name) => name.startsWith(`krt-${runId}-`));
+    const pids = (await Promise.all(namespaces.map(async (netns) => (await run('ip', ['netns', 'pids', netns])).stdout.split('\n'))))
+      .flat()
+      .filter(Boolean)
+      .map(Number);
+    expect(pids.length).toBeGreaterThanOrEqual(2 + 4);
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    child.kill('SIGTERM');
+    child.kill('SIGINT');
     expect(await exited).toBe(0);
     const { stdout } = await run('ip', ['netns', 'list']);
     expect(stdout.split('\n').filter((line) => line.startsWith(`krt-${runId}-`))).toEqual([]);
-  }, 30_000);
+    expect((await run('ip', ['-o', 'link', 'show'])).stdout).not.toContain(`krt-${runId}-`);
+    const workdir = kubeconfig.replace(/\/kubeconfig$/, '');
+    const processes = (await run('ps', ['-eo', 'args='])).stdout.split('\n');
+    expect(processes.filter((args) => args.includes(workdir) || args.includes(`krt-${runId}-`))).toEqual([]);
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+      } catch {
+        return false;
+      }
+      // A zombie still answers signal 0 until its parent (init, for an orphan) reaps it.
+      try {
+        return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+      } catch {
+        return false;
+      }
+    };
+    expect(pids.filter(alive)).toEqual([]);
+  }, 60_000);
 });

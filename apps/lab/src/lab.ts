@@ -1,80 +1,200 @@
 /**
- * `npm start`: the agent against an embedded cluster. It starts the embedded API server seeded with lab/cluster.yaml,
- * a network-namespace lab node that plays the kubelet for `lab-node` (when run as root with iproute2), writes a
- * kubeconfig, and runs the kube-router CLI against it with the lab's defaults; extra arguments are kube-router flags.
- * It prints one line each: `KUBECONFIG=<path>`, the health URL and the metrics URL, then runs until interrupted.
+ * `npm start`: a small cluster on one machine. It starts the embedded API server seeded with lab/cluster.yaml and, as
+ * root, LAB_NODES lab nodes (default 2): network namespaces joined by an underlay, each with its own pod CIDR, pods
+ * as network namespaces (the lab plays the kubelet) and its own kube-router agent process (`ip netns exec`), all
+ * against the API server on the host's underlay address. Extra arguments are kube-router flags for every agent.
+ *
+ * It prints `KUBECONFIG=<path>`, then each node's health URL and metrics URL, one line each, and runs until
+ * interrupted; Ctrl-C stops every agent and removes every namespace and process the lab made.
+ *
+ * Without root it runs one agent in-process with no dataplane (LoadBalancer allocation only), on 127.0.0.1.
  */
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { createKubeContext, loadKubeConfig } from '@kube-router/kube';
-import { loadManifestFiles, startApiServer, startLab, type ApiServer, type Lab } from '@kube-router/testkit';
-import { environmentFor, runCli } from '@kube-router/agent';
+import {
+  createLabUnderlay,
+  loadManifestFiles,
+  startApiServer,
+  startLabCluster,
+  type ApiServer,
+  type LabCluster,
+  type LabUnderlay,
+} from '@kube-router/testkit';
+import { defaultCatalog, environmentFor, parseFlags, runCli } from '@kube-router/agent';
 import { labCatalog } from './lab-catalog.js';
+import { killAndWait, NodeAgent, processesInNetns } from './node-agent.js';
+import { labSettings } from './settings.js';
 
-const LAB_NODE = 'lab-node';
-// The identity and namespace of leader election, as a DaemonSet's downward API would set them.
-process.env.POD_NAME ??= 'kube-router-lab';
-process.env.POD_NAMESPACE ??= 'kube-system';
 const here = dirname(fileURLToPath(import.meta.url));
 const log = pino({ base: { component: 'lab' } });
+const settings = labSettings(process.env);
+const userFlags = process.argv.slice(2);
 
-const workdir = await mkdtemp(join(tmpdir(), 'kube-router-lab-'));
-let server: ApiServer | undefined = undefined;
-let lab: Lab | undefined;
-const cleanup = async () => {
-  await lab?.stop();
-  await server?.close();
-  await rm(workdir, { recursive: true, force: true });
-};
-// Until the agent's own handlers take over, an interrupt still removes the namespaces and processes made so far.
-const interruptSetup = () => void cleanup().finally(() => process.exit(130));
-process.once('SIGINT', interruptSetup);
-process.once('SIGTERM', interruptSetup);
-
-server = await startApiServer({
-  port: Number(process.env.LAB_API_PORT ?? 0),
-  seed: await loadManifestFiles([join(here, '../lab/cluster.yaml')]),
-});
-const kubeconfig = await server.writeKubeconfig(join(workdir, 'kubeconfig'));
-if (process.getuid?.() === 0) {
-  try {
-    lab = await startLab({ apiServer: server, nodeName: LAB_NODE, podCidrs: ['10.244.0.0/24', 'fd00:10:244::/64'] });
-    // The seeded pods run before the agent starts, so that its first sync sees them with their addresses.
-    const seeded = server.list('v1', 'Pod').filter((pod) => (pod.spec as { nodeName?: string })?.nodeName === LAB_NODE);
-    await Promise.all(seeded.map((pod) => lab!.waitForPod({ namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name ?? '' })));
-  } catch (error) {
-    log.warn({ err: error }, 'the network-namespace lab did not start: running without a dataplane');
-    await lab?.stop();
-    lab = undefined;
-  }
-} else {
-  log.warn('not root: running without the network-namespace lab (no pods, no firewall)');
+/** The lab's defaults for every agent; the user's flags come after them and win. */
+function agentFlags(extra: readonly string[]): string[] {
+  return [
+    '--run-firewall=true',
+    // The proxy needs IPVS; this kernel may have none (its tests run in a QEMU guest then).
+    `--run-service-proxy=${defaultCatalog['service-proxy'] !== undefined && existsSync('/proc/net/ip_vs')}`,
+    `--run-router=${defaultCatalog.router !== undefined}`,
+    '--run-loadbalancer=true',
+    '--loadbalancer-ip-range=10.255.0.0/24',
+    '--loadbalancer-ip-range=fd00:255::/120',
+    '--enable-ipv6=true',
+    '--health-port=20244',
+    '--metrics-port=20245',
+    ...extra,
+    ...userFlags,
+  ];
 }
-process.off('SIGINT', interruptSetup);
-process.off('SIGTERM', interruptSetup);
 
-const catalog = labCatalog({ netns: lab?.nodeNetns });
-let exitCode: number;
-try {
-  exitCode = await runCli(
-    [
-      `--run-firewall=${lab !== undefined && catalog.firewall !== undefined}`,
-      '--run-service-proxy=false',
-      '--run-router=false',
-      '--run-loadbalancer=true',
-      '--loadbalancer-ip-range=10.255.0.0/24',
-      '--loadbalancer-ip-range=fd00:255::/120',
-      '--enable-ipv6=true',
-      '--health-port=20244',
-      '--metrics-port=20245',
-      ...process.argv.slice(2),
-    ],
-    {
-      catalog,
-      env: { ...process.env, NODE_NAME: LAB_NODE },
+// Bad flags or --help end here, before anything is made.
+const checked = parseFlags(agentFlags(['--hostname-override=lab-node-1']), { ...process.env, NODE_NAME: 'lab-node-1' });
+if (!checked.ok) {
+  process.stdout.write(checked.stdout);
+  process.stderr.write(checked.stderr);
+  process.exit(checked.exitCode);
+}
+const { health, metrics } = checked.config;
+if (defaultCatalog.router === undefined) log.warn('this build has no router plugin: pods on different nodes cannot reach each other');
+if (defaultCatalog['service-proxy'] !== undefined && !existsSync('/proc/net/ip_vs')) {
+  log.warn('this kernel has no IPVS: the service proxy is off');
+}
+
+const isRoot = process.getuid?.() === 0;
+// From here on an interrupt ends the lab through its own stop, which removes whatever has been made so far.
+const interrupted = isRoot
+  ? new Promise<NodeJS.Signals>((resolve) => {
+      process.once('SIGINT', () => resolve('SIGINT'));
+      process.once('SIGTERM', () => resolve('SIGTERM'));
+    })
+  : undefined;
+const workdir = await mkdtemp(join(tmpdir(), 'kube-router-lab-'));
+const seed = await loadManifestFiles([join(here, '../lab/cluster.yaml')]);
+const exitCode = interrupted ? await runCluster(interrupted) : await runWithoutDataplane();
+process.exit(exitCode);
+
+async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number> {
+  let underlay: LabUnderlay | undefined;
+  let server: ApiServer | undefined;
+  let cluster: LabCluster | undefined;
+  const agents: NodeAgent[] = [];
+  let stopping: Promise<number> | undefined;
+
+  const stop = (reason: string): Promise<number> =>
+    (stopping ??= (async () => {
+      log.info({ reason }, 'stopping the lab');
+      // Ctrl-C reaches every process of the group and wrappers relay it again: it must not cut the removal short.
+      const holdOff = () => log.info('still removing the lab');
+      process.on('SIGINT', holdOff);
+      process.on('SIGTERM', holdOff);
+      const leftovers: number[] = [];
+      const codes = await Promise.all(
+        agents.map(async (agent) => {
+          const code = await agent.stop(15_000);
+          for (const { pid, command } of await processesInNetns(agent.netns)) {
+            log.info({ node: agent.nodeName, pid, command }, 'process left in the node namespace');
+            leftovers.push(pid);
+          }
+          return code;
+        }),
+      );
+      const failures: unknown[] = [];
+      await cluster?.stop().catch((error: unknown) => failures.push(error));
+      // The pods' own processes are gone with the pods; anything else the agents left (a daemon) goes now.
+      await killAndWait(leftovers, 5_000);
+      await underlay?.remove().catch((error: unknown) => failures.push(error));
+      await server?.close().catch((error: unknown) => failures.push(error));
+      await rm(workdir, { recursive: true, force: true });
+      for (const error of failures) log.error({ err: error }, 'removing the lab failed');
+      return codes.every((code) => code === 0) && failures.length === 0 ? 0 : 1;
+    })());
+
+  const startAborter = new AbortController();
+  try {
+    const started = startNodes(startAborter.signal);
+    const first = await Promise.race([started.then(() => 'started' as const), interrupted]);
+    if (first !== 'started') {
+      // The start gives up waiting for the agents at once, but ends what it is making so that stop() sees all of it.
+      startAborter.abort();
+      await started.catch(() => undefined);
+      return await stop(first);
+    }
+  } catch (error) {
+    log.error({ err: error }, 'the lab did not start');
+    await stop('start failed');
+    return 1;
+  }
+
+  // One line each: the kubeconfig, then every node's health and metrics URLs, the first node's first.
+  process.stdout.write(`KUBECONFIG=${join(workdir, 'kubeconfig')}\n`);
+  for (const node of cluster!.nodes) {
+    if (health.port !== 0) process.stdout.write(`${urlOf(node.nodeIps[0]!, health.port)}/healthz\n`);
+    if (metrics.port !== 0) process.stdout.write(`${urlOf(node.nodeIps[0]!, metrics.port)}${metrics.path}\n`);
+  }
+
+  // An agent that ends on its own (a refused assembly, a crash) ends the lab with its exit code.
+  const agentExit = Promise.race(agents.map(async (agent) => ({ agent, code: await agent.exited })));
+  const first = await Promise.race([interrupted, agentExit]);
+  if (typeof first === 'string') return stop(first);
+  await stop(`the agent of ${first.agent.nodeName} exited (${first.code})`);
+  return typeof first.code === 'number' && first.code !== 0 ? first.code : 1;
+
+  async function startNodes(signal: AbortSignal): Promise<void> {
+    underlay = await createLabUnderlay({ runId: settings.runId, ...(settings.underlayCidrs && { cidrs: settings.underlayCidrs }) });
+    // On the host's underlay address: where the nodes' agents reach it, and kubectl in this shell too.
+    server = await startApiServer({ host: underlay.hostIps[0]!, port: settings.apiPort, seed });
+    const kubeconfig = await server.writeKubeconfig(join(workdir, 'kubeconfig'));
+    cluster = await startLabCluster({ apiServer: server, underlay, runId: settings.runId, nodes: settings.nodes });
+    // The seeded pods run before the agents start, so that their first syncs see them with their addresses.
+    await Promise.all(
+      cluster.nodes.flatMap((node) =>
+        server!
+          .list('v1', 'Pod')
+          .filter((pod) => (pod.spec as { nodeName?: string } | undefined)?.nodeName === node.nodeName)
+          .map((pod) => node.waitForPod({ namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name ?? '' })),
+      ),
+    );
+    for (const node of cluster.nodes) {
+      agents.push(
+        new NodeAgent({
+          nodeName: node.nodeName,
+          netns: node.nodeNetns,
+          ...(settings.agentCli !== undefined && { cli: settings.agentCli }),
+          args: agentFlags([`--kubeconfig=${kubeconfig}`, `--hostname-override=${node.nodeName}`]),
+          logger: log,
+          onLine: (stream, line) => (stream === 'stdout' ? process.stdout : process.stderr).write(`${line}\n`),
+        }),
+      );
+    }
+    // Ready: informers synced and every controller through its first sync, so that what the URLs show is settled.
+    if (health.port !== 0) {
+      const nodes = cluster.nodes;
+      await Promise.all(agents.map((agent, index) => agent.waitForOk(`${urlOf(nodes[index]!.nodeIps[0]!, health.port)}/readyz`, 180_000, signal)));
+    }
+  }
+}
+
+function urlOf(address: string, port: number): string {
+  return `http://${address.includes(':') ? `[${address}]` : address}:${port}`;
+}
+
+/** Not root: one agent in this process, no namespaces, so no pods and no firewall; LoadBalancer allocation works. */
+async function runWithoutDataplane(): Promise<number> {
+  log.warn('not root: running one agent without the network-namespace lab (no pods, no firewall, no routing)');
+  const server = await startApiServer({ port: settings.apiPort, seed });
+  const kubeconfig = await server.writeKubeconfig(join(workdir, 'kubeconfig'));
+  process.env.POD_NAME ??= 'kube-router-lab';
+  process.env.POD_NAMESPACE ??= 'kube-system';
+  try {
+    return await runCli([...agentFlags([]), '--run-firewall=false', '--run-router=false', '--run-service-proxy=false'], {
+      catalog: labCatalog({ netns: undefined }),
+      env: { ...process.env, NODE_NAME: 'lab-node-1' },
       environment: (config, logger, metrics) =>
         Promise.resolve(
           environmentFor(
@@ -87,14 +207,9 @@ try {
         if (agent.healthUrl) process.stdout.write(`${agent.healthUrl}/healthz\n`);
         if (agent.metricsUrl) process.stdout.write(`${agent.metricsUrl}\n`);
       },
-    },
-  );
-} finally {
-  // Ctrl-C reaches every process of the group and wrappers relay it again: a signal arriving now must not kill the
-  // process halfway through removing the lab.
-  const holdOff = () => log.info('still removing the lab');
-  process.on('SIGINT', holdOff);
-  process.on('SIGTERM', holdOff);
-  await cleanup();
+    });
+  } finally {
+    await server.close();
+    await rm(workdir, { recursive: true, force: true });
+  }
 }
-process.exit(exitCode);

@@ -49,6 +49,14 @@ export interface IpRouteQuery {
   readonly protocol?: string | number;
 }
 
+/** One command of `IpRoute2.batchEach` that failed. */
+export interface IpBatchFailure {
+  /** 1-based position of the command in the batch. */
+  readonly line: number;
+  readonly command: string;
+  readonly error: CommandError;
+}
+
 export interface IpRoute2Options {
   readonly runner: CommandRunner;
   readonly netns?: string;
@@ -79,10 +87,7 @@ export class IpRoute2 {
    */
   async batch(commands: readonly string[], options: { readonly force?: boolean } = {}): Promise<void> {
     if (commands.length === 0) return;
-    for (const command of commands) {
-      if (/[\r\n]/.test(command))
-        throw new RangeError(`ip batch command contains a line break: ${JSON.stringify(command)}`);
-    }
+    assertOneLineEach(commands);
     const input = `${commands.join('\n')}\n`;
     try {
       await this.run([...(options.force ? ['-force'] : []), '-batch', '-'], input);
@@ -90,6 +95,34 @@ export class IpRoute2 {
       if (!(error instanceof CommandError)) throw error;
       const blamed = blamedInputLine(error.stderr, input);
       throw blamed ? error.withHint(`input line ${blamed.line}: ${blamed.text}`) : error;
+    }
+  }
+
+  /**
+   * Runs every command with `ip -force -batch -` and reports each one that failed, so that one bad route costs only
+   * itself and one process serves thousands of commands. Each failure is a CommandError whose stderr holds only what
+   * ip wrote about that command. Rejects when ip itself failed (could not start, timed out, a missing namespace) or
+   * stopped early on a command it could not parse: then no command can be told apart from another.
+   */
+  async batchEach(commands: readonly string[]): Promise<IpBatchFailure[]> {
+    if (commands.length === 0) return [];
+    assertOneLineEach(commands);
+    try {
+      await this.run(['-force', '-batch', '-'], `${commands.join('\n')}\n`);
+      return [];
+    } catch (error) {
+      if (!(error instanceof CommandError) || error.timedOut) throw error;
+      const { failed, unattributed } = failedBatchLines(error.stderr);
+      // ip gives up on a command it cannot parse (a bad address) without naming its line, and runs nothing after
+      // it: which commands ran is then unknown, so the batch as a whole failed.
+      if (unattributed !== '') throw error.withHint('ip stopped before the end of the batch');
+      const failures = failed.flatMap(({ line, stderr }) => {
+        const command = commands[line - 1];
+        if (command === undefined) return [];
+        return [{ line, command, error: new CommandError({ ...error.details(), stderr, hint: `input line ${line}: ${command}` }) }];
+      });
+      if (failures.length === 0) throw error;
+      return failures;
     }
   }
 
@@ -128,5 +161,30 @@ export class IpRoute2 {
     return this.#lock.runExclusive(() =>
       this.#runner.run({ command: this.#command, args, input, netns: this.netns, timeoutMs: this.#timeoutMs }),
     );
+  }
+}
+
+/**
+ * Splits the stderr of `ip -force -batch` by command: ip writes its messages about a command (`Error: Nexthop has
+ * invalid gateway.`, `RTNETLINK answers: File exists`) and then `Command failed -:<line>`.
+ */
+function failedBatchLines(stderr: string): { failed: { line: number; stderr: string }[]; unattributed: string } {
+  const failed: { line: number; stderr: string }[] = [];
+  let pending: string[] = [];
+  for (const text of stderr.split('\n')) {
+    const match = /^Command failed -:(\d+)\s*$/.exec(text);
+    if (match) {
+      failed.push({ line: Number(match[1]), stderr: [...pending, text].join('\n') });
+      pending = [];
+    } else if (text.trim() !== '') {
+      pending.push(text);
+    }
+  }
+  return { failed, unattributed: pending.join('\n') };
+}
+
+function assertOneLineEach(commands: readonly string[]): void {
+  for (const command of commands) {
+    if (/[\r\n]/.test(command)) throw new RangeError(`ip batch command contains a line break: ${JSON.stringify(command)}`);
   }
 }

@@ -41,6 +41,13 @@ export function firstHostAddress(cidr: PodCidr): string {
   return fromBigInt(cidr.network + 1n, cidr.family);
 }
 
+/** The address `offset` places after the network address of a CIDR; throws when it falls outside. */
+export function hostAddress(cidr: PodCidr, offset: number): string {
+  const size = 1n << BigInt((cidr.family === 4 ? 32 : 128) - cidr.prefixLength);
+  if (offset < 1 || BigInt(offset) >= size) throw new Error(`${cidr.cidr} has no host address at offset ${offset}`);
+  return fromBigInt(cidr.network + BigInt(offset), cidr.family);
+}
+
 export function ipFamily(address: string): IpFamily | undefined {
   if (!ipaddr.isValid(address)) return undefined;
   return ipaddr.parse(address).kind() === 'ipv4' ? 4 : 6;

@@ -22,6 +22,21 @@ export interface LabNodeOptions {
   podCidrs: readonly string[];
   /** The node's own addresses, put on the node netns's loopback; the first host address of each pod CIDR by default. */
   nodeIps?: readonly string[];
+  /** Plugs the node into an underlay: its addresses then go on the uplink, with the underlay's prefix lengths. */
+  uplink?: LabNodeUplink;
+}
+
+/** The interface of a lab node on the underlay, inside the node netns. */
+export const NODE_UPLINK_INTERFACE = 'eth0';
+
+export interface LabNodeUplink {
+  /** The underlay's network namespace and the bridge in it that the uplink's other end joins. */
+  netns: string;
+  bridge: string;
+  /** The other end's name in the underlay namespace (unique there). */
+  peerName: string;
+  /** Prefix length of the node's addresses on the uplink, by family. */
+  prefixLengths: Readonly<Record<IpFamily, number>>;
 }
 
 export interface ContainerPort {
@@ -87,9 +102,25 @@ export class LabNode {
         'net.ipv6.conf.all.accept_dad': 0,
         'net.ipv6.conf.default.accept_dad': 0,
       });
+      const { uplink } = options;
+      if (uplink) {
+        await runCommand('ip', [
+          '-n', netns, 'link', 'add', NODE_UPLINK_INTERFACE, 'type', 'veth',
+          'peer', 'name', uplink.peerName, 'netns', uplink.netns,
+        ]);
+        await ipBatch(uplink.netns, [`link set ${uplink.peerName} master ${uplink.bridge}`, `link set ${uplink.peerName} up`]);
+      }
       await ipBatch(netns, [
         'link set lo up',
-        ...nodeIps.map((address) => `addr add ${address}/${ipFamily(address) === 4 ? 32 : 128} dev lo`),
+        ...(uplink
+          ? [
+              `link set ${NODE_UPLINK_INTERFACE} up`,
+              ...nodeIps.map((address) => {
+                const family = ipFamily(address) === 4 ? 4 : 6;
+                return `addr add ${address}/${uplink.prefixLengths[family]} dev ${NODE_UPLINK_INTERFACE}${family === 6 ? ' nodad' : ''}`;
+              }),
+            ]
+          : nodeIps.map((address) => `addr add ${address}/${ipFamily(address) === 4 ? 32 : 128} dev lo`)),
         // Scope link keeps the gateway address from becoming the source of the node's own traffic to pods.
         `addr add ${POD_GATEWAY_V4}/32 dev lo scope link`,
       ]);

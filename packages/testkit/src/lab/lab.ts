@@ -3,7 +3,7 @@ import { ipFamily } from './ip-allocator.js';
 import { LabKubelet } from './kubelet.js';
 import type { RunningPod } from './kubelet.js';
 import { LabNode } from './lab-node.js';
-import type { PodSandbox, SkippedPort } from './lab-node.js';
+import type { LabNodeUplink, PodSandbox, SkippedPort } from './lab-node.js';
 import { assertRunId, newRunId, runPrefix } from './names.js';
 import type { ListenPort } from './pod-agent.js';
 import { nodeManifest, podManifest, readyNodeStatus } from './pod-objects.js';
@@ -32,6 +32,8 @@ export interface LabOptions {
   podTimeoutMs?: number;
   /** How long a probe waits before it counts as blocked. Default 500 ms. */
   probeTimeoutMs?: number;
+  /** Plugs the node into an underlay (see startLabCluster); `nodeIps` then sit on its uplink. */
+  uplink?: LabNodeUplink;
 }
 
 /** A pod running in the lab. */
@@ -93,6 +95,7 @@ export async function startLab(options: LabOptions): Promise<Lab> {
     nodeName,
     podCidrs: options.podCidrs ?? DEFAULT_LAB_POD_CIDRS,
     ...(options.nodeIps ? { nodeIps: options.nodeIps } : {}),
+    ...(options.uplink ? { uplink: options.uplink } : {}),
   });
   const kubelet = new LabKubelet(kubeConfig, node);
   try {

@@ -1,0 +1,182 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
+import type { Logger } from 'pino';
+
+/** The reference CLI, run from source as the lab runs everything: the agent exactly as `kube-router` ships. */
+const REFERENCE_AGENT_CLI = new URL('../../agent/src/cli.ts', import.meta.url).pathname;
+const REPOSITORY_ROOT = new URL('../../../', import.meta.url).pathname;
+
+export interface NodeAgentOptions {
+  nodeName: string;
+  /** The lab node's network namespace: the agent process lives in it (`ip netns exec`), as on a real node. */
+  netns: string;
+  /** The agent's entry point; default the reference CLI. */
+  cli?: string;
+  /** kube-router flags. */
+  args: readonly string[];
+  /** Receives every line the agent writes (JSON logs on stdout, messages on stderr). */
+  onLine(stream: 'stdout' | 'stderr', line: string): void;
+  logger: Logger;
+}
+
+/**
+ * One lab node's agent: the kube-router CLI in its own process, inside the node's network namespace, in its own
+ * process group so that Ctrl-C reaches only the lab, which then stops each agent in order.
+ */
+export class NodeAgent {
+  readonly nodeName: string;
+  readonly netns: string;
+  /** Settles with the exit code (or the signal's name) when the agent process ends, for whatever reason. */
+  readonly exited: Promise<number | string>;
+  readonly #child: ChildProcess;
+  readonly #logger: Logger;
+  #exit: number | string | undefined;
+
+  constructor(options: NodeAgentOptions) {
+    this.nodeName = options.nodeName;
+    this.netns = options.netns;
+    this.#logger = options.logger;
+    this.#child = spawn(
+      'ip',
+      ['netns', 'exec', options.netns, process.execPath, '--conditions=@kube-router/source', '--import', 'tsx', options.cli ?? REFERENCE_AGENT_CLI, ...options.args],
+      {
+        cwd: REPOSITORY_ROOT,
+        detached: true,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        // Leader election identity, as a DaemonSet's downward API would set it: one per node.
+        env: { ...process.env, POD_NAME: `kube-router-${options.nodeName}`, POD_NAMESPACE: 'kube-system' },
+      },
+    );
+    for (const stream of ['stdout', 'stderr'] as const) {
+      createInterface({ input: this.#child[stream]! }).on('line', (line) => options.onLine(stream, line));
+    }
+    // Should the lab itself die without stopping its agents, they must not outlive it in namespaces that are gone.
+    const killOnExit = () => {
+      if (this.running && this.#child.pid !== undefined) killGroup(this.#child.pid);
+    };
+    process.once('exit', killOnExit);
+    this.exited = new Promise((resolve) => {
+      this.#child.once('error', (error) => {
+        this.#exit = `spawn failed: ${error.message}`;
+        resolve(this.#exit);
+      });
+      this.#child.once('exit', (code, signal) => {
+        this.#exit = code ?? signal ?? 'unknown';
+        process.off('exit', killOnExit);
+        resolve(this.#exit);
+      });
+    });
+  }
+
+  get pid(): number | undefined {
+    return this.#child.pid;
+  }
+
+  get running(): boolean {
+    return this.#exit === undefined;
+  }
+
+  /** Resolves once `url` answers 200; rejects when the agent exits first, the time is up or `signal` aborts. */
+  async waitForOk(url: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      signal?.throwIfAborted();
+      if (!this.running) throw new Error(`the agent of ${this.nodeName} exited (${this.#exit}) before ${url} answered`);
+      try {
+        const response = await fetch(url, { signal: AbortSignal.timeout(1_000) });
+        await response.body?.cancel();
+        if (response.status === 200) return;
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > deadline) throw new Error(`the agent of ${this.nodeName} did not answer ${url} within ${timeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+
+  /**
+   * SIGTERM, as the kubelet stops a pod, and the agent's own clean stop; after `graceMs` its whole process group is
+   * killed. Resolves with its exit code (or signal).
+   */
+  async stop(graceMs: number): Promise<number | string> {
+    if (this.running && this.#child.pid !== undefined) {
+      this.#child.kill('SIGTERM');
+      const timer = setTimeout(() => {
+        this.#logger.warn({ node: this.nodeName, graceMs }, 'the agent did not stop in time: killing it');
+        killGroup(this.#child.pid!);
+      }, graceMs);
+      await this.exited;
+      clearTimeout(timer);
+    }
+    // Whatever the agent left in its group (a supervised daemon it could not stop) goes with it.
+    if (this.#child.pid !== undefined) killGroup(this.#child.pid);
+    return this.exited;
+  }
+}
+
+function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // the group is gone
+  }
+}
+
+/** The processes still running in a network namespace, with their command lines (for the logs). */
+export async function processesInNetns(netns: string): Promise<{ pid: number; command: string }[]> {
+  const pids = await new Promise<number[]>((resolve) => {
+    const child = spawn('ip', ['netns', 'pids', netns], { stdio: ['ignore', 'pipe', 'ignore'] });
+    let output = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+    child.on('error', () => resolve([]));
+    child.on('close', () =>
+      resolve(
+        output
+          .split('\n')
+          .map((line) => Number.parseInt(line, 10))
+          .filter((pid) => Number.isInteger(pid) && pid > 0),
+      ),
+    );
+  });
+  return Promise.all(
+    pids.map(async (pid) => ({
+      pid,
+      command: await readFile(`/proc/${pid}/cmdline`, 'utf8').then(
+        (text) => text.split('\0').join(' ').trim(),
+        () => '',
+      ),
+    })),
+  );
+}
+
+/** SIGKILLs the processes and resolves once they are gone (reaped), or after `timeoutMs`. */
+export async function killAndWait(pids: readonly number[], timeoutMs: number): Promise<void> {
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return false;
+    }
+    // A zombie still answers signal 0 until its parent reaps it.
+    return !/^\d+ \(.*\) Z/.test(readFileSyncOrEmpty(`/proc/${pid}/stat`));
+  };
+  for (const pid of pids) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  const deadline = Date.now() + timeoutMs;
+  while (pids.some(alive) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+}
+
+function readFileSyncOrEmpty(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return '';
+  }
+}

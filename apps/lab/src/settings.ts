@@ -1,0 +1,34 @@
+import { randomBytes } from 'node:crypto';
+import { resolve } from 'node:path';
+
+/** How `npm start` builds its cluster; the command line is the agents', so these come from the environment. */
+export interface LabSettings {
+  /** LAB_NODES: how many lab nodes, 1-200. Default 2. */
+  nodes: number;
+  /** LAB_RUN_ID: 1-6 lowercase letters or digits in every name the lab makes (`krt-<runId>-`). Random by default. */
+  runId: string;
+  /** LAB_UNDERLAY_CIDRS: the nodes' subnets, comma-separated, one per family. Default 10.250.0.0/24, fd00:10:250::/64. */
+  underlayCidrs: string[] | undefined;
+  /** LAB_API_PORT: the embedded API server's port. Default 0, any free one. */
+  apiPort: number;
+  /**
+   * LAB_AGENT_CLI: the agent entry point each node runs, a TypeScript or JavaScript file. Default the reference
+   * `kube-router` CLI (apps/agent/src/cli.ts); a custom assembly's own CLI runs in the lab the same way.
+   */
+  agentCli: string | undefined;
+}
+
+export function labSettings(env: NodeJS.ProcessEnv): LabSettings {
+  const nodes = Number(env.LAB_NODES ?? 2);
+  if (!Number.isInteger(nodes) || nodes < 1 || nodes > 200) throw new Error(`LAB_NODES must be 1-200, not ${env.LAB_NODES}`);
+  const apiPort = Number(env.LAB_API_PORT ?? 0);
+  if (!Number.isInteger(apiPort) || apiPort < 0 || apiPort > 65535) throw new Error(`LAB_API_PORT must be a port, not ${env.LAB_API_PORT}`);
+  const underlay = env.LAB_UNDERLAY_CIDRS?.split(',').map((cidr) => cidr.trim()).filter(Boolean);
+  return {
+    nodes,
+    runId: env.LAB_RUN_ID ?? randomBytes(3).toString('hex').slice(0, 6),
+    underlayCidrs: underlay && underlay.length > 0 ? underlay : undefined,
+    apiPort,
+    agentCli: env.LAB_AGENT_CLI === undefined || env.LAB_AGENT_CLI === '' ? undefined : resolve(env.LAB_AGENT_CLI),
+  };
+}

@@ -1,0 +1,102 @@
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { GobgpdSupervisor } from './gobgpd.js';
+import { loadGobgpApi } from './gobgp-api.js';
+
+// A stand-in for gobgpd: it logs one JSON line as gobgpd does, optionally starts a child (to see the process group
+// go), and exits or sleeps. The real gobgpd is supervised in routing-bgp.real.test.ts.
+async function fakeGobgpd(dir: string, body: string): Promise<string> {
+  const path = join(dir, 'gobgpd');
+  await writeFile(path, `#!/bin/sh\necho '{"level":"warning","msg":"fake gobgpd","Topic":"test"}'\n${body}\n`);
+  await chmod(path, 0o755);
+  return path;
+}
+
+function capturedLogger() {
+  const lines: Record<string, unknown>[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(line) as Record<string, unknown>);
+      done();
+    },
+  });
+  return { lines, logger: pino({ level: 'debug' }, stream) };
+}
+
+const until = async (what: string, check: () => boolean, timeoutMs = 10_000) => {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+};
+
+describe('GobgpdSupervisor', () => {
+  let dir: string | undefined;
+  let supervisor: GobgpdSupervisor | undefined;
+  afterEach(async () => {
+    await supervisor?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('restarts a gobgpd that keeps dying with a doubling delay and forwards its log lines at their level', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'tbgp-sup-'));
+    const { lines, logger } = capturedLogger();
+    const spawns: number[] = [];
+    supervisor = new GobgpdSupervisor({
+      binary: await fakeGobgpd(dir, 'exit 3'),
+      apiHosts: [`unix://${dir}/api.sock`],
+      logger,
+      initialRestartDelayMs: 50,
+      maxRestartDelayMs: 200,
+      onSpawn: () => spawns.push(Date.now()),
+    });
+    await supervisor.start();
+    await until('five spawns', () => spawns.length >= 5);
+    const delays = lines.filter((l) => l.msg === 'gobgpd exited; restarting').map((l) => l.restartInMs);
+    expect(delays.slice(0, 4)).toEqual([50, 100, 200, 200]);
+    expect(supervisor.restarts).toBeGreaterThanOrEqual(4);
+    const forwarded = lines.find((l) => l.msg === 'fake gobgpd');
+    expect(forwarded).toMatchObject({ level: 40, component: 'gobgpd', gobgpd: { Topic: 'test' } });
+  });
+
+  it('stop() ends gobgpd with its process group and does not restart it', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'tbgp-sup-'));
+    const childPidFile = join(dir, 'child.pid');
+    const { logger } = capturedLogger();
+    supervisor = new GobgpdSupervisor({
+      binary: await fakeGobgpd(dir, `sleep 300 & echo $! > ${childPidFile}\nwait`),
+      apiHosts: [`unix://${dir}/api.sock`],
+      logger,
+    });
+    await supervisor.start();
+    const { readFile } = await import('node:fs/promises');
+    let childPid = 0;
+    await until('the grandchild', () => {
+      void readFile(childPidFile, 'utf8').then((text) => (childPid = Number(text.trim())), () => undefined);
+      return childPid > 0;
+    });
+    await supervisor.stop();
+    expect(supervisor.pid).toBeUndefined();
+    await until('the grandchild gone', () => {
+      try {
+        process.kill(childPid, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    });
+    await new Promise((r) => setTimeout(r, 700));
+    expect(supervisor.pid).toBeUndefined();
+  });
+});
+
+describe('loadGobgpApi', () => {
+  it('names the directory and the Debian package when the protos are absent', () => {
+    expect(() => loadGobgpApi('/nonexistent/gobgp/api')).toThrow(/gobgp\.proto.*\/nonexistent\/gobgp\/api.*golang-github-osrg-gobgp-dev/);
+  });
+});

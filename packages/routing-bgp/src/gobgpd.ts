@@ -1,0 +1,227 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { lstatSync, mkdirSync, unlinkSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
+import type { Logger } from 'pino';
+
+export interface GobgpdSupervisorOptions {
+  /** Default `gobgpd`. */
+  binary?: string;
+  /** Runs gobgpd inside this network namespace (`ip netns exec`). */
+  netns?: string;
+  /** gobgpd's --api-hosts: `host:port` or `unix:///path`. */
+  apiHosts: readonly string[];
+  logger: Logger;
+  /** First restart delay; doubled after each crash up to `maxRestartDelayMs`. Default 500 ms. */
+  initialRestartDelayMs?: number;
+  /** Default 30 s. */
+  maxRestartDelayMs?: number;
+  /** A run that lasted this long resets the delay. Default 60 s. */
+  stableAfterMs?: number;
+  /** Called after each spawn, including restarts: the caller configures the new process over gRPC. */
+  onSpawn?: (pid: number) => void;
+}
+
+/**
+ * Runs gobgpd as a child of the agent and keeps it running: a crash is followed by a restart after a delay that
+ * doubles up to a bound, its log lines go to the agent's logger, and stop() ends it with its whole process group.
+ */
+export class GobgpdSupervisor {
+  readonly #options: GobgpdSupervisorOptions;
+  readonly #logger: Logger;
+  #child: ChildProcess | undefined;
+  #stopping = false;
+  #restartTimer: NodeJS.Timeout | undefined;
+  #restartDelayMs: number;
+  #restarts = 0;
+  #exited: Promise<void> = Promise.resolve();
+  readonly #killOnExit = () => this.#killGroup('SIGKILL');
+
+  constructor(options: GobgpdSupervisorOptions) {
+    this.#options = options;
+    this.#logger = options.logger.child({ component: 'gobgpd' });
+    this.#restartDelayMs = options.initialRestartDelayMs ?? 500;
+  }
+
+  get pid(): number | undefined {
+    return this.#child?.exitCode === null && this.#child.signalCode === null ? this.#child.pid : undefined;
+  }
+
+  /** How many times gobgpd was restarted after it died. */
+  get restarts(): number {
+    return this.#restarts;
+  }
+
+  /** Kills a leftover gobgpd of ours (same --api-hosts, same namespace), then spawns. */
+  async start(): Promise<void> {
+    this.#stopping = false;
+    await killOurGobgpd(this.#options);
+    process.on('exit', this.#killOnExit);
+    this.#spawn();
+  }
+
+  async stop(timeoutMs = 5_000): Promise<void> {
+    this.#stopping = true;
+    clearTimeout(this.#restartTimer);
+    process.off('exit', this.#killOnExit);
+    if (!this.pid) return;
+    const exited = this.#exited;
+    this.#killGroup('SIGTERM');
+    const timer = setTimeout(() => this.#killGroup('SIGKILL'), timeoutMs);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  #spawn(): void {
+    const { binary = 'gobgpd', netns, apiHosts } = this.#options;
+    const args = [`--api-hosts=${apiHosts.join(',')}`, '--pprof-disable', '--log-level=info'];
+    const [file, argv] = netns ? ['ip', ['netns', 'exec', netns, binary, ...args]] : [binary, args];
+    removeStaleSockets(apiHosts);
+    const started = Date.now();
+    // Its own process group: stop() and the exit handler end gobgpd with whatever it started.
+    const child = spawn(file, argv, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    this.#child = child;
+    this.#exited = new Promise((resolve) => child.once('close', () => resolve()));
+    for (const stream of [child.stdout, child.stderr]) {
+      createInterface({ input: stream }).on('line', (line) => this.#logLine(line));
+    }
+    child.once('error', (error) => this.#logger.error({ err: error, binary }, 'gobgpd could not be started'));
+    child.once('spawn', () => {
+      this.#logger.info({ pid: child.pid, netns, apiHosts }, 'gobgpd started');
+      if (child.pid) this.#options.onSpawn?.(child.pid);
+    });
+    child.once('close', (code, signal) => {
+      if (this.#child === child) this.#child = undefined;
+      if (this.#stopping) {
+        this.#logger.info({ code, signal }, 'gobgpd stopped');
+        return;
+      }
+      if (Date.now() - started >= (this.#options.stableAfterMs ?? 60_000)) {
+        this.#restartDelayMs = this.#options.initialRestartDelayMs ?? 500;
+      }
+      const delayMs = this.#restartDelayMs;
+      this.#restartDelayMs = Math.min(delayMs * 2, this.#options.maxRestartDelayMs ?? 30_000);
+      this.#logger.error({ code, signal, restartInMs: delayMs }, 'gobgpd exited; restarting');
+      this.#restartTimer = setTimeout(() => {
+        this.#restarts += 1;
+        this.#spawn();
+      }, delayMs);
+    });
+  }
+
+  #killGroup(signal: NodeJS.Signals): void {
+    const pid = this.#child?.pid;
+    if (!pid) return;
+    try {
+      process.kill(-pid, signal);
+    } catch {
+      // Already gone.
+    }
+  }
+
+  /** gobgpd logs JSON lines (logrus); each becomes one line of the agent's log at the same level. */
+  #logLine(line: string): void {
+    if (!line.trim()) return;
+    let parsed: Record<string, unknown> | undefined;
+    try {
+      const value: unknown = JSON.parse(line);
+      if (value && typeof value === 'object') parsed = value as Record<string, unknown>;
+    } catch {
+      parsed = undefined;
+    }
+    if (!parsed) {
+      this.#logger.info(line);
+      return;
+    }
+    const { level, msg, time: _time, ...fields } = parsed;
+    const message = typeof msg === 'string' ? msg : line;
+    switch (level) {
+      case 'debug':
+      case 'trace':
+        this.#logger.debug({ gobgpd: fields }, message);
+        break;
+      case 'warning':
+        this.#logger.warn({ gobgpd: fields }, message);
+        break;
+      case 'error':
+      case 'fatal':
+      case 'panic':
+        this.#logger.error({ gobgpd: fields }, message);
+        break;
+      default:
+        this.#logger.info({ gobgpd: fields }, message);
+    }
+  }
+}
+
+/**
+ * Finds gobgpd processes that this plugin would have started with these options (same --api-hosts argument, same
+ * network namespace) and kills them: a leftover of an agent that died without stopping it would hold the API
+ * address. Other gobgpd processes on the node are never touched.
+ */
+export async function killOurGobgpd(options: Pick<GobgpdSupervisorOptions, 'apiHosts' | 'netns'>): Promise<number[]> {
+  const wantedArg = `--api-hosts=${options.apiHosts.join(',')}`;
+  const wantedNetns = await netnsInode(options.netns ? `/run/netns/${options.netns}` : '/proc/self/ns/net');
+  const killed: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const pid = Number(entry);
+    if (pid === process.pid) continue;
+    let argv: string[];
+    try {
+      argv = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0');
+    } catch {
+      continue;
+    }
+    if (!argv[0]?.endsWith('gobgpd') || !argv.includes(wantedArg)) continue;
+    if ((await netnsInode(`/proc/${pid}/ns/net`)) !== wantedNetns) continue;
+    try {
+      process.kill(pid, 'SIGKILL');
+      killed.push(pid);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  // Let the kernel release the listening sockets of what was killed before a new gobgpd binds them.
+  for (const pid of killed) await waitGone(pid, 2_000);
+  return killed;
+}
+
+/**
+ * A gobgpd killed with SIGKILL leaves its API socket file behind and the next one fails to bind it. Called only when
+ * no gobgpd of ours runs, so the file is stale; only sockets are removed, never a file a misconfiguration points at.
+ * The socket's directory is created (owner only) when missing, as gobgpd does not.
+ */
+function removeStaleSockets(apiHosts: readonly string[]): void {
+  for (const host of apiHosts) {
+    if (!host.startsWith('unix://')) continue;
+    const path = host.slice('unix://'.length);
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    try {
+      if (lstatSync(path).isSocket()) unlinkSync(path);
+    } catch {
+      // Absent: nothing to remove.
+    }
+  }
+}
+
+async function netnsInode(path: string): Promise<number | undefined> {
+  try {
+    return (await stat(path)).ino;
+  } catch {
+    return undefined;
+  }
+}
+
+async function waitGone(pid: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -1,0 +1,132 @@
+import type { V1Node } from '@kubernetes/client-node';
+import ipaddr from 'ipaddr.js';
+import type { Afi } from './gobgp-api.js';
+
+/** kube-router's Node annotations. */
+export const NODE_ASN_ANNOTATION = 'kube-router.io/node.asn';
+
+export type Family = 'ipv4' | 'ipv6';
+export const AFI_OF: Record<Family, Afi> = { ipv4: 'AFI_IP', ipv6: 'AFI_IP6' };
+
+/** A Node's addresses as the routing controller uses them. */
+export interface NodeAddresses {
+  /** The first InternalIP (else ExternalIP): the peering address, as kube-router's GetPrimaryNodeIP. */
+  primary: string;
+  /** The node's address of each family it has: the next hop of its pod CIDRs of that family. */
+  byFamily: Partial<Record<Family, string>>;
+}
+
+export function familyOf(address: string): Family {
+  return ipaddr.parse(address).kind() === 'ipv6' ? 'ipv6' : 'ipv4';
+}
+
+/**
+ * The Node's addresses, InternalIPs before ExternalIPs. Throws when the Node has none or one does not parse: the caller
+ * must then not conclude anything about that Node's peer (a transient outage of its address is not a removal).
+ */
+export function nodeAddresses(node: V1Node): NodeAddresses {
+  const addresses = node.status?.addresses ?? [];
+  const ordered = [
+    ...addresses.filter((a) => a.type === 'InternalIP'),
+    ...addresses.filter((a) => a.type === 'ExternalIP'),
+  ];
+  if (ordered.length === 0) throw new Error(`node ${node.metadata?.name}: no InternalIP or ExternalIP address`);
+  const byFamily: Partial<Record<Family, string>> = {};
+  const parsed = ordered.map(({ address }) => {
+    if (!ipaddr.isValid(address)) throw new Error(`node ${node.metadata?.name}: address ${JSON.stringify(address)} does not parse`);
+    const normalized = ipaddr.process(address).toString();
+    byFamily[familyOf(normalized)] ??= normalized;
+    return normalized;
+  });
+  return { primary: parsed[0]!, byFamily };
+}
+
+
+/** The ASN a Node announces with kube-router.io/node.asn, undefined without the annotation. Throws when invalid. */
+export function nodeAsn(node: V1Node): number | undefined {
+  const value = node.metadata?.annotations?.[NODE_ASN_ANNOTATION];
+  if (value === undefined) return undefined;
+  const asn = Number(value.trim());
+  if (!Number.isInteger(asn) || asn < 1 || asn > 4_294_967_295) {
+    throw new Error(`node ${node.metadata?.name}: ${NODE_ASN_ANNOTATION} ${JSON.stringify(value)} is not an ASN`);
+  }
+  return asn;
+}
+
+export interface DesiredPeer {
+  node: string;
+  address: string;
+  asn: number;
+  families: Afi[];
+}
+
+export interface PeerPlan {
+  peers: DesiredPeer[];
+  /** Nodes whose addresses or annotations could not be read; while any exists, no peer is deleted. */
+  problems: { node: string; error: Error }[];
+  /** Nodes deliberately left out, with why (different ASN, other family). */
+  skipped: { node: string; reason: string }[];
+}
+
+export interface PeerPlanInput {
+  selfName: string;
+  self: NodeAddresses;
+  /** This node's own ASN (its annotation, else the cluster ASN). */
+  localAsn: number;
+  /** --nodes-full-mesh: peer with every Node; otherwise only with Nodes that announce the same ASN. */
+  fullMesh: boolean;
+  nodes: readonly V1Node[];
+}
+
+/**
+ * The iBGP mesh as kube-router builds it: every other Node, on its primary address, in this node's ASN, carrying
+ * the unicast families that Node has addresses in. A Node whose primary address is of the other family is skipped.
+ */
+export function planInternalPeers(input: PeerPlanInput): PeerPlan {
+  const plan: PeerPlan = { peers: [], problems: [], skipped: [] };
+  const selfFamily = familyOf(input.self.primary);
+  for (const node of input.nodes) {
+    const name = node.metadata?.name ?? '';
+    if (name === input.selfName) continue;
+    let addresses: NodeAddresses;
+    let asn: number | undefined;
+    try {
+      addresses = nodeAddresses(node);
+      asn = nodeAsn(node);
+    } catch (error) {
+      plan.problems.push({ node: name, error: error instanceof Error ? error : new Error(String(error)) });
+      continue;
+    }
+    if (addresses.primary === input.self.primary) continue;
+    if (!input.fullMesh && asn !== input.localAsn) {
+      plan.skipped.push({ node: name, reason: asn === undefined ? `no ${NODE_ASN_ANNOTATION}` : `ASN ${asn} differs from ${input.localAsn}` });
+      continue;
+    }
+    if (familyOf(addresses.primary) !== selfFamily) {
+      plan.skipped.push({ node: name, reason: `primary address ${addresses.primary} is not ${selfFamily}` });
+      continue;
+    }
+    const families = (Object.keys(addresses.byFamily) as Family[]).filter((f) => input.self.byFamily[f]).map((f) => AFI_OF[f]);
+    plan.peers.push({ node: name, address: addresses.primary, asn: input.localAsn, families });
+  }
+  return plan;
+}
+
+/** Whether `address` lies in one of the on-link prefixes (`10.0.0.1/24`) of this node. */
+export function onLinkPrefixContains(prefixes: readonly string[], address: string): boolean {
+  const parsed = ipaddr.process(address);
+  return prefixes.some((prefix) => {
+    const [network, length] = ipaddr.parseCIDR(prefix);
+    return network.kind() === parsed.kind() && parsed.match(network, length);
+  });
+}
+
+/** kube-router's --router-id=generate: a stable 32-bit id from the node's address (for IPv6-only nodes). */
+export function generatedRouterId(address: string): string {
+  let hash = 0x811c9dc5;
+  for (const byte of ipaddr.process(address).toByteArray()) {
+    hash ^= byte;
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return [24, 16, 8, 0].map((shift) => (hash >>> shift) & 0xff).join('.');
+}

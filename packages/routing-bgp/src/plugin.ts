@@ -1,0 +1,139 @@
+import { definePlugin, routeSyncServiceKey } from '@kube-router/controller';
+import { KubeServices } from '@kube-router/kube';
+import { ExecRunner } from '@kube-router/netfilter';
+import { z } from 'zod';
+import { createRoutingController, removePodEgress, ROUTING_BGP_CONTROLLER, type RoutingSettings } from './controller.js';
+import { DEFAULT_GOBGP_PROTO_DIR } from './gobgp-api.js';
+import { killOurGobgpd } from './gobgpd.js';
+
+const port = z.number().int().min(1).max(65_535);
+
+/** The plugin's options: kube-router's routing flags under their names, with kube-router's defaults. */
+export const routingBgpOptions = z
+  .object({
+    /** --routes-sync-period (5m). */
+    syncPeriodMs: z.number().int().positive().default(300_000),
+    minSyncIntervalMs: z.number().int().nonnegative().optional(),
+    /** Default: the sync period. */
+    syncTimeoutMs: z.number().int().nonnegative().optional(),
+    /** --bgp-port (179). */
+    bgpPort: port.default(179),
+    /** --bgp-holdtime in seconds (90; BGP allows 3 to 65535). */
+    holdTimeSeconds: z.number().int().min(3).max(65_535).default(90),
+    /** --router-id: an IPv4 address or `generate`; default this node's IPv4 address. */
+    routerId: z.union([z.literal('generate'), z.ipv4()]).optional(),
+    /** --cluster-asn (64512). */
+    clusterAsn: z.number().int().min(1).max(4_294_967_295).default(64_512),
+    /** --nodes-full-mesh (true). */
+    nodesFullMesh: z.boolean().default(true),
+    /** --enable-ibgp (true). */
+    enableIbgp: z.boolean().default(true),
+    /** --advertise-pod-cidr (true): announce this node's pod CIDRs; false withdraws them. */
+    advertisePodCidr: z.boolean().default(true),
+    /** --enable-pod-egress (true): kube-router's MASQUERADE rule for pod traffic leaving the cluster. */
+    enablePodEgress: z.boolean().default(true),
+    /** --enable-cni (true): accepted; this agent writes no CNI configuration (see docs/routing-bgp.md). */
+    enableCni: z.boolean().default(true),
+    /** --auto-mtu (true): accepted; without a CNI bridge of ours there is no MTU to set (see docs/routing-bgp.md). */
+    autoMtu: z.boolean().default(true),
+    /** --gobgp-admin-address (127.0.0.1). */
+    gobgpAdminAddress: z.string().min(1).default('127.0.0.1'),
+    /**
+     * --gobgp-admin-port (50051). 0 means no TCP admin server, as in kube-router: gobgpd's API then listens only on
+     * a Unix socket (`gobgpApiSocket`, default DEFAULT_GOBGP_API_SOCKET), which the plugin needs to drive it.
+     */
+    gobgpAdminPort: z.number().int().min(0).max(65_535).default(50_051),
+    /**
+     * gobgpd's API on a Unix socket instead of the admin address: reachable from any network namespace, so an
+     * agent can drive a gobgpd that runs in another one (`netns`).
+     */
+    gobgpApiSocket: z.string().startsWith('/').optional(),
+    /** Run and supervise gobgpd (true), or drive one that runs already at the API address. */
+    manageGobgpd: z.boolean().default(true),
+    gobgpdBinary: z.string().min(1).default('gobgpd'),
+    /** Where gobgp.proto, attribute.proto and capability.proto are. */
+    protoDir: z.string().min(1).default(DEFAULT_GOBGP_PROTO_DIR),
+    /** Runs gobgpd, `ip`, iptables and ipset in this network namespace. */
+    netns: z.string().regex(/^[A-Za-z0-9_.-]+$/).optional(),
+    /** Deadline of each gobgp API call (10 s). */
+    apiTimeoutMs: z.number().int().positive().default(10_000),
+    /**
+     * How long the routes learned before a gobgpd restart stay while the new gobgpd relearns them (90 s, as
+     * kube-router's --bgp-graceful-restart-time): gobgpd waits 5-10 s before it dials a peer, then the peer resends.
+     */
+    restartGraceMs: z.number().int().nonnegative().default(90_000),
+  })
+  .strict();
+export type RoutingBgpOptions = z.input<typeof routingBgpOptions>;
+type ParsedOptions = z.output<typeof routingBgpOptions>;
+
+/** Where gobgpd's API listens with --gobgp-admin-port=0. */
+export const DEFAULT_GOBGP_API_SOCKET = '/run/kube-router/gobgpd.sock';
+
+/** The gRPC target of gobgpd's API that these options describe. */
+export function gobgpApiTarget(options: Pick<ParsedOptions, 'gobgpApiSocket' | 'gobgpAdminAddress' | 'gobgpAdminPort'>): string {
+  if (options.gobgpApiSocket) return `unix://${options.gobgpApiSocket}`;
+  if (options.gobgpAdminPort === 0) return `unix://${DEFAULT_GOBGP_API_SOCKET}`;
+  const host = options.gobgpAdminAddress.includes(':') ? `[${options.gobgpAdminAddress}]` : options.gobgpAdminAddress;
+  return `${host}:${options.gobgpAdminPort}`;
+}
+
+function settingsOf(options: ParsedOptions): RoutingSettings {
+  return {
+    syncPeriodMs: options.syncPeriodMs,
+    ...(options.minSyncIntervalMs !== undefined && { minSyncIntervalMs: options.minSyncIntervalMs }),
+    ...(options.syncTimeoutMs !== undefined && { syncTimeoutMs: options.syncTimeoutMs }),
+    bgpPort: options.bgpPort,
+    holdTimeSeconds: options.holdTimeSeconds,
+    ...(options.routerId !== undefined && { routerId: options.routerId }),
+    clusterAsn: options.clusterAsn,
+    nodesFullMesh: options.nodesFullMesh,
+    enableIbgp: options.enableIbgp,
+    advertisePodCidr: options.advertisePodCidr,
+    enablePodEgress: options.enablePodEgress,
+    apiTarget: gobgpApiTarget(options),
+    manageGobgpd: options.manageGobgpd,
+    gobgpdBinary: options.gobgpdBinary,
+    protoDir: options.protoDir,
+    ...(options.netns !== undefined && { netns: options.netns }),
+    apiTimeoutMs: options.apiTimeoutMs,
+    restartGraceMs: options.restartGraceMs,
+  };
+}
+
+/**
+ * kube-router's routing controller (--run-router): iBGP pod routing with a supervised gobgpd. It requires route-sync,
+ * to which it hands the routes it learns, and the agent's Kubernetes context for Nodes and events.
+ */
+export const routingBgpPlugin = definePlugin({
+  name: ROUTING_BGP_CONTROLLER,
+  version: '0.1.0',
+  requires: ['route-sync'],
+  options: routingBgpOptions,
+  create(ctx, options) {
+    const kube = ctx.services.get(KubeServices);
+    const routes = ctx.services.get(routeSyncServiceKey);
+    if (options.enableCni || options.autoMtu) {
+      ctx.logger.debug({ enableCni: options.enableCni, autoMtu: options.autoMtu }, 'no CNI configuration or MTU is written by this agent');
+    }
+    const nodes = kube.informers.nodes();
+    return createRoutingController(
+      ctx,
+      {
+        nodes,
+        onNodesChanged: (handler) => kube.informers.onChange('nodes', handler),
+        warn: (node, reason, message) => void kube.events.warning({ ...node, apiVersion: 'v1', kind: 'Node' }, reason, message),
+      },
+      settingsOf(options),
+      { routes, runner: new ExecRunner({ logger: ctx.logger }) },
+    );
+  },
+  async cleanup(ctx, options) {
+    const killed = await killOurGobgpd({
+      apiHosts: [gobgpApiTarget(options)],
+      ...(options.netns !== undefined && { netns: options.netns }),
+    });
+    if (killed.length > 0) ctx.logger.info({ pids: killed }, 'stopped gobgpd');
+    await removePodEgress(new ExecRunner({ logger: ctx.logger }), options.netns);
+  },
+});
