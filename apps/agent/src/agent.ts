@@ -10,7 +10,7 @@ import {
 } from '@kube-router/controller';
 import { HealthRegistry, type ReadinessCheck } from '@kube-router/healthcheck';
 import { AgentMetrics } from '@kube-router/metrics';
-import { AssemblyError, orderAssembly, parsePluginOptions, type PluginEntry } from './assembly.js';
+import { AssemblyError, planAssembly, type PluginEntry } from './assembly.js';
 import { resolveAgentOptions, type AgentOptions, type ResolvedAgentOptions } from './options.js';
 import { startServers, type RunningServers } from './servers.js';
 
@@ -63,15 +63,8 @@ export interface Agent {
  * controllers in dependency order. A bad assembly rejects with an AssemblyError listing every problem.
  */
 export async function createAgent(input: CreateAgentInput): Promise<Agent> {
-  const ordered = orderAssembly(input.plugins);
   const { resolved, problems } = resolveAgentOptions(input.options);
-  const parsedOptions = new Map<PluginEntry, unknown>();
-  for (const entry of ordered) {
-    const parsed = parsePluginOptions(entry);
-    if (parsed.ok) parsedOptions.set(entry, parsed.options);
-    else problems.push(...parsed.problems);
-  }
-  if (problems.length > 0) throw new AssemblyError(problems);
+  const planned = planAssembly(input.plugins, problems);
 
   const logger = input.logger ?? pino({ level: 'info' });
   const health = new HealthRegistry({
@@ -84,7 +77,7 @@ export async function createAgent(input: CreateAgentInput): Promise<Agent> {
   for (const [name, check] of Object.entries(input.readinessChecks ?? {})) health.addReadinessCheck(name, check);
 
   const controllers: Controller[] = [];
-  for (const entry of ordered) {
+  for (const { entry, options } of planned) {
     const { plugin } = entry;
     const ctx: PluginContext = {
       nodeName: resolved.nodeName,
@@ -95,7 +88,7 @@ export async function createAgent(input: CreateAgentInput): Promise<Agent> {
     };
     let controller: Controller;
     try {
-      controller = await plugin.create(ctx, parsedOptions.get(entry));
+      controller = await plugin.create(ctx, options);
     } catch (error) {
       throw new Error(`plugin ${plugin.name}@${plugin.version}: create failed: ${messageOf(error)}`, { cause: error });
     }

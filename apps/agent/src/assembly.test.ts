@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { createAgent } from './agent.js';
 import { AssemblyError, orderAssembly, type PluginEntry } from './assembly.js';
 import { testPlugin } from './testing/test-plugins.js';
@@ -67,6 +68,44 @@ describe('createAgent refuses a bad assembly with a clear message', () => {
     expect(error.problems[1]).toMatch(/^plugin proxy: bad option syncPeriodMs: .*number/);
     expect(error.problems[2]).toMatch(/^plugin proxy: bad option label: .*string/);
     expect(error.message.split('\n')[0]).toBe('invalid plugin assembly:');
+  });
+
+  it('reports every problem at once: a missing requirement does not hide bad options', async () => {
+    const error = await assemblyError(
+      [
+        entry('routing-bgp', ['route-sync'], { syncPeriodMs: 0 }),
+        entry('netpol', undefined, { label: 7 }),
+        entry('netpol'),
+        entry('a', ['b']),
+        entry('b', ['a']),
+      ],
+      { health: { addr: '127.0.0.1', port: 20244 }, metrics: { addr: '0.0.0.0', port: 20244 } },
+    );
+    expect(error.problems).toHaveLength(6);
+    expect(error.problems.slice(0, 4)).toEqual([
+      'plugin netpol is in the assembly twice',
+      'plugin routing-bgp requires route-sync, which is not in the assembly (have: routing-bgp, netpol, a, b)',
+      'requirement cycle: a -> b -> a',
+      'health and metrics share port 20244 but listen on different addresses (127.0.0.1, 0.0.0.0)',
+    ]);
+    expect(error.problems[4]).toMatch(/^plugin routing-bgp: bad option syncPeriodMs: /);
+    expect(error.problems[5]).toMatch(/^plugin netpol: bad option label: /);
+  });
+
+  it('parses the options of every well-formed plugin next to a malformed one', async () => {
+    const error = await assemblyError([
+      { plugin: { name: 'half', version: '1' } as never },
+      entry('firewall', undefined, { syncPeriodMs: 'soon' }),
+    ]);
+    expect(error.problems).toHaveLength(3);
+    expect(error.problems[2]).toMatch(/^plugin firewall: bad option syncPeriodMs: /);
+  });
+
+  it('names an unknown option key of a plugin whose schema is strict', async () => {
+    const strict = { ...testPlugin({ name: 'lballoc' }), options: z.strictObject({ ranges: z.array(z.string()) }) };
+    const error = await assemblyError([{ plugin: strict as never, options: { range: ['10.0.0.0/24'], ranges: [] } }]);
+    expect(error.problems).toHaveLength(1);
+    expect(error.problems[0]).toMatch(/^plugin lballoc: bad option \(options\): .*range/);
   });
 
   it('refuses invalid names and objects that are no plugins', async () => {

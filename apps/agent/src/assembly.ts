@@ -27,12 +27,50 @@ export class AssemblyError extends Error {
 // Plugin names become the `controller` label and the health check name, so they follow the health registry's rule.
 const NAME_PATTERN = /^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$/;
 
+/** One plugin of a checked assembly with its options as its schema parsed them. */
+export interface PlannedPlugin {
+  entry: PluginEntry;
+  options: unknown;
+}
+
 /**
- * Checks names and requirements and returns the entries in creation order: every plugin after the plugins it requires,
- * otherwise in the order given. Throws an AssemblyError listing every problem.
+ * Checks a whole assembly and returns its plugins in creation order with their parsed options: every plugin after
+ * the plugins it requires, otherwise in the order given. Throws one AssemblyError with every problem found: the
+ * plugins' names and requirements, `agentProblems` (the agent's own options, checked by the caller) and every
+ * plugin's options. A missing requirement never hides bad options, so an operator fixes a manifest in one go.
+ */
+export function planAssembly(entries: readonly PluginEntry[], agentProblems: readonly string[] = []): PlannedPlugin[] {
+  const { ordered, problems } = orderEntries(entries);
+  problems.push(...agentProblems);
+  const planned: PlannedPlugin[] = [];
+  for (const entry of ordered) {
+    const parsed = parsePluginOptions(entry);
+    if (parsed.ok) planned.push({ entry, options: parsed.options });
+    else problems.push(...parsed.problems);
+  }
+  if (problems.length > 0) throw new AssemblyError(problems);
+  return planned;
+}
+
+/**
+ * Checks names and requirements and returns the entries in creation order. Throws an AssemblyError listing every
+ * problem of names and requirements (planAssembly also checks options).
  */
 export function orderAssembly(entries: readonly PluginEntry[]): PluginEntry[] {
+  const { ordered, problems } = orderEntries(entries);
+  if (problems.length > 0) throw new AssemblyError(problems);
+  return ordered;
+}
+
+/**
+ * Orders what can be ordered and collects every problem instead of throwing. `ordered` holds each well-formed plugin
+ * once (the first of duplicates), also when requirements are missing or cyclic, so that its options can still be
+ * checked.
+ */
+function orderEntries(entries: readonly PluginEntry[]): { ordered: PluginEntry[]; problems: string[] } {
   const problems: string[] = [];
+  const named = new Set<string>();
+  // Only well-formed plugins are ordered and have their options parsed; a malformed one is already a problem.
   const byName = new Map<string, PluginEntry>();
   entries.forEach((entry, index) => {
     const plugin = entry?.plugin as Partial<ControllerPlugin> | undefined;
@@ -45,17 +83,20 @@ export function orderAssembly(entries: readonly PluginEntry[]): PluginEntry[] {
       problems.push(`${label} has an invalid name ${JSON.stringify(plugin.name)} (lowercase letters, digits, '.', '_', '-')`);
       return;
     }
-    if (typeof plugin.create !== 'function') problems.push(`${label} has no create function`);
-    if (typeof plugin.options?.parse !== 'function') problems.push(`${label} has no options schema with a parse method`);
-    if (byName.has(plugin.name)) problems.push(`plugin ${plugin.name} is in the assembly twice`);
-    else byName.set(plugin.name, entry);
+    const hasCreate = typeof plugin.create === 'function';
+    const hasSchema = typeof plugin.options?.parse === 'function';
+    if (!hasCreate) problems.push(`${label} has no create function`);
+    if (!hasSchema) problems.push(`${label} has no options schema with a parse method`);
+    if (named.has(plugin.name)) problems.push(`plugin ${plugin.name} is in the assembly twice`);
+    else if (hasCreate && hasSchema) byName.set(plugin.name, entry);
+    named.add(plugin.name);
   });
 
   for (const [name, entry] of byName) {
     for (const required of entry.plugin.requires ?? []) {
       if (required === name) problems.push(`plugin ${name} requires itself`);
-      else if (!byName.has(required)) {
-        problems.push(`plugin ${name} requires ${required}, which is not in the assembly (have: ${[...byName.keys()].join(', ')})`);
+      else if (!named.has(required)) {
+        problems.push(`plugin ${name} requires ${required}, which is not in the assembly (have: ${[...named].join(', ')})`);
       }
     }
   }
@@ -84,9 +125,7 @@ export function orderAssembly(entries: readonly PluginEntry[]): PluginEntry[] {
     ordered.push(entry);
   };
   for (const name of byName.keys()) visit(name, []);
-
-  if (problems.length > 0) throw new AssemblyError(problems);
-  return ordered;
+  return { ordered, problems };
 }
 
 export type ParsedOptions = { ok: true; options: unknown } | { ok: false; problems: string[] };

@@ -1,5 +1,9 @@
 import { lballocPlugin } from '@kube-router/lballoc';
 import { netpolIptablesPlugin, type NetpolIptablesOptions } from '@kube-router/netpol-iptables';
+import { netpolNftablesPlugin, type NetpolNftablesOptions } from '@kube-router/netpol-nftables';
+import { proxyIpvsPlugin, type ProxyIpvsOptions } from '@kube-router/proxy-ipvs';
+import { routeSyncPlugin, type RouteSyncOptions } from '@kube-router/route-sync';
+import { routingBgpPlugin, type RoutingBgpOptions } from '@kube-router/routing-bgp';
 import type { PluginEntry } from './assembly.js';
 import { FEATURES, type AgentConfig, type Feature } from './flags.js';
 
@@ -14,14 +18,20 @@ export type PluginCatalog = Readonly<Partial<Record<Feature, PluginFactory>>>;
 
 /** The reference assembly's catalog: the flags of each feature become its plugins' options here. */
 export const defaultCatalog: PluginCatalog = {
-  firewall: (config) => [{ plugin: netpolIptablesPlugin, options: firewallOptions(config) }],
+  firewall: (config) => firewallPlugins(config),
+  'service-proxy': (config) => [{ plugin: proxyIpvsPlugin, options: proxyOptions(config) }],
+  // route-sync first: routing-bgp requires it and hands it the routes it learns.
+  router: (config) => [
+    { plugin: routeSyncPlugin, options: routeSyncOptions(config) },
+    { plugin: routingBgpPlugin, options: routingBgpOptions(config) },
+  ],
   loadbalancer: (config) => [
     {
       plugin: lballocPlugin,
       options: {
         ranges: config.loadbalancer.ipRanges,
         defaultClass: config.loadbalancer.defaultClass,
-        syncPeriodMs: config.syncPeriodsMs.loadbalancer,
+        syncPeriodMs: config.loadbalancer.syncPeriodMs,
       },
     },
   ],
@@ -33,11 +43,80 @@ export function firewallOptions(config: AgentConfig, netns?: string): NetpolIpta
     enableIpv4: config.ipFamilies.ipv4,
     enableIpv6: config.ipFamilies.ipv6,
     defaultDeny: config.firewall.defaultDeny,
-    syncPeriodMs: config.syncPeriodsMs.iptables,
-    serviceClusterIpRanges: config.firewall.serviceClusterIpRanges,
-    serviceExternalIpRanges: config.firewall.serviceExternalIpRanges,
-    nodePortRange: config.firewall.nodePortRange,
+    syncPeriodMs: config.firewall.syncPeriodMs,
+    serviceClusterIpRanges: config.services.clusterIpRanges,
+    serviceExternalIpRanges: config.services.externalIpRanges,
+    nodePortRange: config.services.nodePortRange,
     ...(netns !== undefined && { netns }),
+  };
+}
+
+/** The netpol-nftables options the flags give (--use-nftables-for-netpol); `netns` runs every nft command there. */
+export function nftablesFirewallOptions(config: AgentConfig, netns?: string): NetpolNftablesOptions {
+  return { ...firewallOptions(config, netns), serviceLoadBalancerIpRanges: config.loadbalancer.ipRanges };
+}
+
+/**
+ * The firewall's plugin: netpol-nftables with --use-nftables-for-netpol, else netpol-iptables (both are the `netpol`
+ * controller, and each removes what the other left). `extra` options go to either.
+ */
+export function firewallPlugins(
+  config: AgentConfig,
+  netns?: string,
+  extra: { minSyncIntervalMs?: number } = {},
+): PluginEntry[] {
+  return config.firewall.useNftables
+    ? [{ plugin: netpolNftablesPlugin, options: { ...nftablesFirewallOptions(config, netns), ...extra } }]
+    : [{ plugin: netpolIptablesPlugin, options: { ...firewallOptions(config, netns), ...extra } }];
+}
+
+/** The proxy-ipvs options the flags give; `netns` runs every ipvsadm, ip, ipset and iptables command there. */
+export function proxyOptions(config: AgentConfig, netns?: string): ProxyIpvsOptions {
+  const seconds = (ms: number) => Math.round(ms / 1000);
+  return {
+    enableIpv4: config.ipFamilies.ipv4,
+    enableIpv6: config.ipFamilies.ipv6,
+    syncPeriodMs: config.proxy.syncPeriodMs,
+    gracefulTermination: config.proxy.gracefulTermination,
+    gracefulPeriodMs: config.proxy.gracefulPeriodMs,
+    ipvsPermitAll: config.proxy.permitAll,
+    excludedCidrs: config.proxy.excludedCidrs,
+    hairpinMode: config.proxy.hairpinMode,
+    masqueradeAll: config.proxy.masqueradeAll,
+    nodePortBindOnAllIp: config.proxy.nodePortBindOnAllIp,
+    tcpTimeoutSeconds: seconds(config.proxy.tcpTimeoutMs),
+    tcpFinTimeoutSeconds: seconds(config.proxy.tcpFinTimeoutMs),
+    udpTimeoutSeconds: seconds(config.proxy.udpTimeoutMs),
+    ...(netns !== undefined && { netns }),
+  };
+}
+
+/** The route-sync options the flags give. */
+export function routeSyncOptions(config: AgentConfig): RouteSyncOptions {
+  return {
+    syncPeriodMs: config.routing.injectedRoutesSyncPeriodMs,
+    enableIpv4: config.ipFamilies.ipv4,
+    enableIpv6: config.ipFamilies.ipv6,
+  };
+}
+
+/** The routing-bgp options the flags give; kube-router's "unset" values (0, "") keep the plugin's defaults. */
+export function routingBgpOptions(config: AgentConfig): RoutingBgpOptions {
+  const { routing } = config;
+  return {
+    syncPeriodMs: routing.syncPeriodMs,
+    bgpPort: routing.bgp.port,
+    holdTimeSeconds: Math.round(routing.bgp.holdTimeMs / 1000),
+    ...(routing.routerId !== '' && { routerId: routing.routerId as RoutingBgpOptions['routerId'] }),
+    ...(routing.clusterAsn !== 0 && { clusterAsn: routing.clusterAsn }),
+    nodesFullMesh: routing.nodesFullMesh,
+    enableIbgp: routing.enableIbgp,
+    advertisePodCidr: routing.advertisePodCidr,
+    enablePodEgress: routing.enablePodEgress,
+    enableCni: routing.enableCni,
+    autoMtu: routing.autoMtu,
+    ...(routing.gobgpAdmin.address !== '' && { gobgpAdminAddress: routing.gobgpAdmin.address }),
+    gobgpAdminPort: routing.gobgpAdmin.port,
   };
 }
 

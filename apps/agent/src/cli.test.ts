@@ -1,45 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { freePort, get, waitFor, type LogLine } from './testing/support.js';
+import { freePort, get, waitFor } from './testing/support.js';
+import { killSpawnedClis, parseLogs, spawnCli } from './testing/spawn-cli.js';
 
-const agentDir = fileURLToPath(new URL('..', import.meta.url));
-const tsx = fileURLToPath(new URL('../../../node_modules/.bin/tsx', import.meta.url));
 const REAL_CLI = 'src/cli.ts';
 const TEST_CLI = 'src/testing/cli-with-test-catalog.ts';
 
-interface Spawned {
-  child: ChildProcess;
-  stdout: () => string;
-  stderr: () => string;
-  exit: Promise<number | null>;
-}
-
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-});
-
-function spawnCli(entry: string, args: string[]): Spawned {
-  const child = spawn(tsx, ['--conditions=@kube-router/source', entry, ...args], {
-    cwd: agentDir,
-    env: { ...process.env, NODE_NAME: 'krt-node' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.push(child);
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return { child, stdout: () => stdout, stderr: () => stderr, exit };
-}
-
-const parseLogs = (text: string): LogLine[] =>
-  text
-    .split('\n')
-    .filter((line) => line.startsWith('{'))
-    .map((line) => JSON.parse(line) as LogLine);
+afterEach(killSpawnedClis);
 
 describe('kube-router CLI', () => {
   it('--help lists the flags and exits 0', async () => {
@@ -57,10 +23,19 @@ describe('kube-router CLI', () => {
   });
 
   it('exits 2 when an enabled feature has no plugin in the build, naming the flag', async () => {
-    // kube-router's defaults enable the service proxy, whose plugin this build does not have yet.
-    const cli = spawnCli(REAL_CLI, ['--run-firewall=false', '--run-router=false', '--health-port=0']);
+    const cli = spawnCli(TEST_CLI, ['--run-firewall=false', '--run-router=false', '--run-service-proxy=false', '--run-loadbalancer']);
     expect(await cli.exit).toBe(2);
-    expect(cli.stderr()).toContain('--run-service-proxy is enabled but this build has no plugin for service-proxy');
+    expect(cli.stderr()).toContain(
+      'kube-router: this build cannot do what the command line asks:\n' +
+        '  - --run-loadbalancer: this build has no plugin for loadbalancer; disable it with --run-loadbalancer=false\n',
+    );
+  });
+
+  it('takes pflag forms of -v that kube-router manifests use (-v=2, -v 2)', async () => {
+    for (const args of [['-v=2'], ['-v', '2']]) {
+      const cli = spawnCli(REAL_CLI, [...args, '--version']);
+      expect(await cli.exit, cli.stderr()).toBe(0);
+    }
   });
 
   it('exits 2 on a bad assembly', async () => {

@@ -3,7 +3,8 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse } from 'yaml';
 import { AgentMetrics } from '@kube-router/metrics';
-import { helpText, parseFlags } from './flags.js';
+import { formatGoDuration } from './duration.js';
+import { FLAGS, helpText, parseFlags, type FlagDefinition } from './flags.js';
 import { hasTool, run } from './testing/support.js';
 
 const repo = fileURLToPath(new URL('../../../', import.meta.url));
@@ -123,10 +124,32 @@ describe('docs/', () => {
     for (const name of names) expect(doc).toContain(name);
   });
 
-  it('docs/agent.md lists every CLI flag', () => {
+  it('docs/agent.md lists every CLI flag with its type, default and feature as the code has them', () => {
     const doc = read('docs/agent.md');
-    const flags = [...helpText().matchAll(/--[a-z0-9-]+/g)].map((m) => m[0]);
-    expect(flags.length).toBeGreaterThan(20);
-    for (const flag of new Set(flags)) expect(doc, flag).toContain(`\`${flag}`);
+    const rows = new Map(
+      [...doc.matchAll(/^\| (?:`-\w`, )?`--([a-z0-9-]+)` \| ([^|]+) \| ([^|]*) \| ([^|]+) \|/gm)].map((m) => [
+        m[1],
+        { type: m[2]!.trim(), defaultText: m[3]!.trim().replaceAll('`', ''), feature: m[4]!.trim() },
+      ]),
+    );
+    for (const [name, definition] of Object.entries(FLAGS as Record<string, FlagDefinition>)) {
+      const row = rows.get(name);
+      expect(row, `docs/agent.md has no row for --${name}`).toBeDefined();
+      const shown =
+        definition.type === 'duration'
+          ? formatGoDuration(definition.default as number)
+          : Array.isArray(definition.default)
+            ? definition.default.join(',')
+            : typeof definition.default === 'object'
+              ? ''
+              : String(definition.default);
+      expect(row, `--${name}`).toEqual({
+        type: definition.type,
+        defaultText: shown,
+        feature: definition.features.length > 0 ? definition.features.join(', ') : 'agent',
+      });
+    }
+    expect([...rows.keys()].filter((name) => !Object.hasOwn(FLAGS, name ?? ''))).toEqual([]);
+    for (const flag of new Set([...helpText().matchAll(/--[a-z0-9-]+/g)].map((m) => m[0]))) expect(doc, flag).toContain(`\`${flag}`);
   });
 });

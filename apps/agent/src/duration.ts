@@ -15,6 +15,9 @@ const UNIT_MS: Record<string, number> = {
   h: 3_600_000,
 };
 
+/** Go's longest duration (int64 nanoseconds), in milliseconds. */
+export const MAX_GO_DURATION_MS = Number(2n ** 63n - 1n) / 1e6;
+
 const TERM = /(\d+\.?\d*|\.\d+)([a-zµμ]+)/gy;
 
 /** Parses a Go duration into milliseconds; throws with the offending text otherwise. */
@@ -43,6 +46,8 @@ export function parseGoDuration(text: string): number {
     consumed += whole.length;
   }
   if (consumed !== rest.length) fail(consumed === 0 ? 'missing unit' : `unexpected ${JSON.stringify(rest.slice(consumed))}`);
+  // Go's Duration is int64 nanoseconds; a longer text is an error there, and would be Infinity or imprecise here.
+  if (total > MAX_GO_DURATION_MS) fail('longer than Go\'s maximum duration, 2562047h47m16.854775807s');
   return sign * total;
 }
 

@@ -1,170 +1,321 @@
 import { describe, expect, it } from 'vitest';
-import { helpText, parseFlags, type AgentConfig } from './flags.js';
-import { MissingFeatureError, pluginsForConfig } from './catalog.js';
+import { LBALLOC_CONTROLLER } from '@kube-router/lballoc';
+import { NETPOL_CONTROLLER } from '@kube-router/netpol-iptables';
+import { FLAGS, helpText, parseFlags, type AgentConfig, type FlagDefinition, type FlagName } from './flags.js';
+import { MissingFeatureError, pluginsForConfig, type PluginCatalog } from './catalog.js';
+import { unsupportedSettings } from './feature-support.js';
 import { testPlugin } from './testing/test-plugins.js';
+import { KUBE_ROUTER_OPTIONS } from './testing/fixtures/kube-router-options.js';
 
-function config(argv: string[], env: NodeJS.ProcessEnv = {}): AgentConfig {
+function parsed(argv: string[], env: NodeJS.ProcessEnv = {}) {
   const result = parseFlags(argv, env);
   if (!result.ok) throw new Error(`flags refused: ${result.stderr}`);
-  return result.config;
+  return result;
+}
+const config = (argv: string[], env: NodeJS.ProcessEnv = {}): AgentConfig => parsed(argv, env).config;
+
+function refusal(argv: string[]): string {
+  const result = parseFlags(argv, {});
+  expect(result).toMatchObject({ ok: false, exitCode: 2 });
+  return result.ok ? '' : result.stderr;
 }
 
-describe('parseFlags', () => {
-  it("uses kube-router's defaults", () => {
-    const c = config([], { NODE_NAME: 'node-1' });
-    expect(c).toEqual({
-      features: { firewall: true, 'service-proxy': true, router: true, loadbalancer: false },
-      syncPeriodsMs: { iptables: 300_000, ipvs: 300_000, routes: 300_000, loadbalancer: 60_000 },
-      health: { addr: '0.0.0.0', port: 20244 },
-      metrics: { addr: '0.0.0.0', port: 0, path: '/metrics' },
-      healthGraceMs: 30_000,
-      healthWindowsMs: {},
-      nodeName: 'node-1',
-      kubeconfig: undefined,
-      master: undefined,
-      cacheSyncTimeoutMs: 60_000,
-      verbosity: 0,
-      logLevel: 'info',
-      loadbalancer: { ipRanges: [], defaultClass: true },
-      ipFamilies: { ipv4: true, ipv6: false },
-      firewall: {
-        defaultDeny: false,
-        serviceClusterIpRanges: ['10.96.0.0/12'],
-        serviceExternalIpRanges: [],
-        nodePortRange: '30000-32767',
-      },
-    } satisfies AgentConfig);
+// pflag's type names, as kube-router's --help shows them, for each Go flag type.
+const PFLAG_TYPE: Record<string, string> = {
+  Bool: 'bool',
+  String: 'string',
+  StringSlice: 'strings',
+  UintSlice: 'uints',
+  IPSlice: 'ipSlice',
+  Uint: 'uint',
+  Uint8: 'uint8',
+  Uint16: 'uint16',
+  Uint32: 'uint32',
+  Duration: 'duration',
+};
+
+describe('the flag table', () => {
+  const definitions = FLAGS as Record<string, FlagDefinition>;
+
+  it("has every kube-router flag with kube-router's type, shorthand and default, and nothing else but the agent's own", () => {
+    expect(KUBE_ROUTER_OPTIONS).toHaveLength(79);
+    for (const [name, goType, shorthand, defaultText] of KUBE_ROUTER_OPTIONS) {
+      const definition = definitions[name];
+      expect(definition, `--${name}`).toBeDefined();
+      expect(definition!.agentOnly, `--${name}`).toBeUndefined();
+      // -v is a string in kube-router that klog reads as a number: the help keeps saying string.
+      expect(definition!.type, `--${name}`).toBe(PFLAG_TYPE[goType]);
+      expect(definition!.shorthand ?? '', `--${name}`).toBe(shorthand);
+      if (name === 'help' || name === 'version') continue;
+      // Writing the default out changes nothing: it parses to the value the flag has when absent.
+      const given = parsed([`--${name}=${defaultText}`]).values[name as FlagName];
+      expect(given, `--${name}=${defaultText}`).toEqual(definition!.default);
+    }
+    const kubeRouterNames = new Set(KUBE_ROUTER_OPTIONS.map(([name]) => name));
+    const extra = Object.keys(definitions).filter((name) => !kubeRouterNames.has(name));
+    expect(extra.sort()).toEqual(['health-grace', 'health-window', 'log-format']);
+    for (const name of extra) expect(definitions[name]!.agentOnly).toBe(true);
   });
 
-  it('takes the firewall flags, replacing the default service range rather than adding to it', () => {
-    const c = config([
-      '--netpol-default-deny',
-      '--service-cluster-ip-range=10.43.0.0/16,fd00:43::/108',
-      '--service-external-ip-range=192.0.2.0/24',
-      '--service-node-port-range=30000:31000',
-    ]);
-    expect(c.firewall).toEqual({
-      defaultDeny: true,
-      serviceClusterIpRanges: ['10.43.0.0/16', 'fd00:43::/108'],
-      serviceExternalIpRanges: ['192.0.2.0/24'],
-      nodePortRange: '30000:31000',
-    });
+  it('names only real features', () => {
+    for (const [name, definition] of Object.entries(definitions)) {
+      for (const feature of definition.features) {
+        expect(['firewall', 'service-proxy', 'router', 'loadbalancer'], `--${name}`).toContain(feature);
+      }
+    }
+  });
+});
+
+describe('parseFlags: pflag syntax', () => {
+  it.each([
+    [['--iptables-sync-period=30s']],
+    [['--iptables-sync-period', '30s']],
+  ])('takes a value after = or as the next argument: %j', (argv) => {
+    expect(config(argv).firewall.syncPeriodMs).toBe(30_000);
   });
 
-  it('takes pflag booleans in every spelling', () => {
+  it.each([[['-v=2']], [['-v', '2']], [['-v2']], [['--v=2']], [['--v', '2']]])('takes the shorthand -v as %j', (argv) => {
+    expect(config(argv).logging).toMatchObject({ verbosity: 2, level: 'debug' });
+  });
+
+  it('maps -v to a log level', () => {
+    expect(config([]).logging).toEqual({ verbosity: 0, level: 'info', format: 'json' });
+    expect(config(['-v=1']).logging.level).toBe('debug');
+    expect(config(['-v', '5']).logging.level).toBe('trace');
+  });
+
+  it('takes booleans as --flag and --flag=<strconv.ParseBool spelling>', () => {
     expect(config(['--run-firewall=false']).features.firewall).toBe(false);
     expect(config(['--run-firewall=0']).features.firewall).toBe(false);
     expect(config(['--run-loadbalancer']).features.loadbalancer).toBe(true);
-    expect(config(['--run-loadbalancer=true']).features.loadbalancer).toBe(true);
+    expect(config(['--run-loadbalancer=T']).features.loadbalancer).toBe(true);
     expect(config(['--run-router=False', '--run-service-proxy=f']).features).toMatchObject({
       router: false,
       'service-proxy': false,
     });
-    expect(config(['--enable-ipv6', '--enable-ipv4=false']).ipFamilies).toEqual({ ipv4: false, ipv6: true });
   });
 
-  it('takes Go durations, ports, paths and names', () => {
-    const c = config(
-      [
-        '--iptables-sync-period=30s',
-        '--ipvs-sync-period',
-        '1h30m',
-        '--routes-sync-period=250ms',
-        '--loadbalancer-sync-period=2m',
-        '--cache-sync-timeout=10s',
-        '--health-addr=127.0.0.1',
-        '--health-port=0',
-        '--metrics-addr=::',
-        '--metrics-port=8080',
-        '--metrics-path=/prom',
-        '--hostname-override=worker-7',
-        '--kubeconfig=/var/lib/kube-router/kubeconfig',
-        '--master=https://10.0.0.1:6443',
-        '--health-grace=10s',
-        '--health-window=netpol-iptables=10m',
-        '--health-window',
-        'route-sync=1m',
-      ],
-      { NODE_NAME: 'ignored' },
+  it('refuses `--flag false` as pflag does (a positional argument), saying how to write it', () => {
+    expect(refusal(['--run-router', 'false'])).toContain(
+      'unrecognized positional argument(s): false (boolean flags take their value as --flag=false, not --flag false)',
     );
-    expect(c.syncPeriodsMs).toEqual({ iptables: 30_000, ipvs: 5_400_000, routes: 250, loadbalancer: 120_000 });
-    expect(c.cacheSyncTimeoutMs).toBe(10_000);
-    expect(c.health).toEqual({ addr: '127.0.0.1', port: 0 });
-    expect(c.metrics).toEqual({ addr: '::', port: 8080, path: '/prom' });
-    expect(c.nodeName).toBe('worker-7');
-    expect(c.kubeconfig).toBe('/var/lib/kube-router/kubeconfig');
-    expect(c.master).toBe('https://10.0.0.1:6443');
-    expect(c.healthGraceMs).toBe(10_000);
-    expect(c.healthWindowsMs).toEqual({ 'netpol-iptables': 600_000, 'route-sync': 60_000 });
   });
 
-  it('maps -v to a log level', () => {
-    expect(config(['-v', '0']).logLevel).toBe('info');
-    expect(config(['--v=2'])).toMatchObject({ verbosity: 2, logLevel: 'debug' });
-    expect(config(['-v', '5']).logLevel).toBe('trace');
-  });
-
-  it('collects repeated and comma-separated load balancer ranges', () => {
-    const c = config(['--loadbalancer-ip-range=10.0.0.0/24,10.0.1.0/24', '--loadbalancer-ip-range', 'fd00::/120']);
+  it('collects list flags from repeats and commas; the first use replaces the default', () => {
+    const c = config([
+      '--loadbalancer-ip-range=10.0.0.0/24,10.0.1.0/24',
+      '--loadbalancer-ip-range',
+      'fd00::/120',
+      '--service-cluster-ip-range=10.43.0.0/16',
+      '--service-cluster-ip-range=fd00:43::/108',
+      '--peer-router-ips=192.0.2.1,2001:db8::1',
+      '--peer-router-asns=65000,65001',
+      '--peer-router-ports=179',
+      '--peer-router-ports=1790',
+    ]);
     expect(c.loadbalancer.ipRanges).toEqual(['10.0.0.0/24', '10.0.1.0/24', 'fd00::/120']);
-    expect(config(['--loadbalancer-default-class=false']).loadbalancer.defaultClass).toBe(false);
+    expect(c.services.clusterIpRanges).toEqual(['10.43.0.0/16', 'fd00:43::/108']);
+    expect(c.routing.peers).toMatchObject({ ips: ['192.0.2.1', '2001:db8::1'], asns: [65000, 65001], ports: [179, 1790] });
+    expect(config(['--service-cluster-ip-range=']).services.clusterIpRanges).toEqual([]);
+  });
+
+  it('takes unsigned numbers as strconv.ParseUint(s, 0, bits) does, within their width', () => {
+    expect(config(['--bgp-port=0x1b3']).routing.bgp.port).toBe(435);
+    expect(config(['--cluster-asn=4200000000']).routing.clusterAsn).toBe(4_200_000_000);
+    expect(refusal(['--gobgp-admin-port=65536'])).toContain('invalid argument "65536" for "--gobgp-admin-port" flag: value out of range');
+    expect(refusal(['--peer-router-multihop-ttl=256'])).toContain('--peer-router-multihop-ttl');
+    expect(refusal(['--bgp-port=-1'])).toContain('expected an unsigned integer');
+  });
+
+  it('ends the flags at --', () => {
+    expect(refusal(['--', '--run-router=false'])).toContain('unrecognized positional argument(s): --run-router=false');
   });
 
   it.each([
-    [['--iptables-sync-period=5'], /--iptables-sync-period.*invalid duration "5": missing unit/],
-    [['--ipvs-sync-period=0s'], /--ipvs-sync-period must be greater than 0, got 0s/],
-    [['--health-port=70000'], /--health-port.*port number from 0 to 65535/],
-    [['--run-firewall=maybe'], /--run-firewall.*expected true or false/],
-    [['--enable-ipv4=false'], /at least one of --enable-ipv4 and --enable-ipv6 must be true/],
-    [['--no-such-flag'], /unknown option '--no-such-flag'/],
-    [['--health-window=10m'], /expected controller=duration/],
-    [['--metrics-path=metrics'], /--metrics-path must start with \//],
-    [['stray'], /too many arguments/],
+    [['--no-such-flag'], 'unknown flag: --no-such-flag'],
+    [['-x'], "unknown shorthand flag: 'x' in -x"],
+    [['--iptables-sync-period'], 'flag needs an argument: --iptables-sync-period'],
+    [['-v'], "flag needs an argument: 'v' in -v"],
+    [['--run-firewall=maybe'], 'invalid argument "maybe" for "--run-firewall" flag: expected true or false'],
+    [['--iptables-sync-period=5'], 'invalid argument "5" for "--iptables-sync-period" flag: invalid duration "5": missing unit'],
+    [['--peer-router-ips=10.0.0.300'], '"10.0.0.300" is not an IP address'],
+    [['--log-format=xml'], 'for "--log-format" flag: expected json or text'],
+    [['stray'], 'unrecognized positional argument(s): stray'],
   ])('refuses %j with exit code 2', (argv, message) => {
-    const result = parseFlags(argv, {});
-    expect(result).toMatchObject({ ok: false, exitCode: 2 });
-    expect(result.ok ? '' : result.stderr).toMatch(message);
+    expect(refusal(argv)).toContain(message);
+  });
+});
+
+describe('parseFlags: values', () => {
+  it("defaults the servers to kube-router's: every address (\"\"), health on 20244, metrics off", () => {
+    const c = config([]);
+    expect(c.health).toEqual({ addr: '', port: 20244, graceMs: 30_000, windowsMs: {} });
+    expect(c.metrics).toEqual({ addr: '', port: 0, path: '/metrics' });
   });
 
-  it('prints help with every flag and its default, and exits 0', () => {
+  it("uses kube-router's defaults for every group", () => {
+    const c = config([], { NODE_NAME: 'node-1' });
+    expect(c.features).toEqual({ firewall: true, 'service-proxy': true, router: true, loadbalancer: false });
+    expect(c.firewall).toEqual({ syncPeriodMs: 300_000, defaultDeny: false, useNftables: false });
+    expect(c.services).toEqual({ clusterIpRanges: ['10.96.0.0/12'], externalIpRanges: [], nodePortRange: '30000-32767' });
+    expect(c.loadbalancer).toEqual({ syncPeriodMs: 60_000, ipRanges: [], defaultClass: true });
+    expect(c.proxy).toMatchObject({ syncPeriodMs: 300_000, gracefulPeriodMs: 30_000, permitAll: true, strictExternalIpValidation: true });
+    expect(c.routing).toMatchObject({
+      syncPeriodMs: 300_000,
+      injectedRoutesSyncPeriodMs: 60_000,
+      advertisePodCidr: true,
+      enableOverlay: true,
+      overlayType: 'subnet',
+      overlayEncap: 'ipip',
+      overlayEncapPort: 5555,
+      bgp: { port: 179, holdTimeMs: 90_000, gracefulRestart: false, gracefulRestartTimeMs: 90_000, gracefulRestartDeferralTimeMs: 360_000 },
+      bfd: { enabled: false, port: 3784, desiredMinTxIntervalMs: 1000, requiredMinRxIntervalMs: 1000, detectionMultiplier: 3 },
+      gobgpAdmin: { address: '127.0.0.1', port: 50051 },
+    });
+    expect(c).toMatchObject({ cleanupConfig: false, cacheSyncTimeoutMs: 60_000, kubeconfig: undefined, master: undefined });
+    expect(c.ipFamilies).toEqual({ ipv4: true, ipv6: false });
+  });
+
+  it('takes the agent flags: servers, Kubernetes access, health windows', () => {
+    const c = config([
+      '--health-addr=127.0.0.1',
+      '--health-port=0',
+      '--metrics-addr=::',
+      '--metrics-port=8080',
+      '--metrics-path=/prom',
+      '--kubeconfig=/var/lib/kube-router/kubeconfig',
+      '--master=https://10.0.0.1:6443',
+      '--cache-sync-timeout=10s',
+      '--health-grace=10s',
+      '--health-window=netpol=10m',
+      '--health-window',
+      'route-sync=1m',
+      '--log-format=text',
+    ]);
+    expect(c.health).toEqual({ addr: '127.0.0.1', port: 0, graceMs: 10_000, windowsMs: { netpol: 600_000, 'route-sync': 60_000 } });
+    expect(c.metrics).toEqual({ addr: '::', port: 8080, path: '/prom' });
+    expect(c).toMatchObject({ kubeconfig: '/var/lib/kube-router/kubeconfig', master: 'https://10.0.0.1:6443', cacheSyncTimeoutMs: 10_000 });
+    expect(c.logging.format).toBe('text');
+  });
+
+  it("resolves the node name with kube-router's precedence and says where it came from", () => {
+    expect(config(['--hostname-override=worker-7'], { NODE_NAME: 'from-env' })).toMatchObject({
+      nodeName: 'worker-7',
+      nodeNameSource: '--hostname-override',
+    });
+    expect(config([], { NODE_NAME: 'from-env' })).toMatchObject({ nodeName: 'from-env', nodeNameSource: 'NODE_NAME' });
+    expect(config([], {}).nodeNameSource).toBe('hostname');
+  });
+
+  it.each([
+    [['--ipvs-sync-period=0s'], '--ipvs-sync-period must be greater than 0, got 0s'],
+    [['--iptables-sync-period=500us'], '--iptables-sync-period must be a whole number of milliseconds, got 0.5ms'],
+    [['--routes-sync-period=1500us'], '--routes-sync-period must be a whole number of milliseconds, got 1.5ms'],
+    [['--health-grace=-1s'], '--health-grace must not be negative, got -1s'],
+    [['--health-grace=3000000h'], 'for "--health-grace" flag: invalid duration "3000000h": longer than Go\'s maximum duration'],
+    [['--health-window=netpol=3000000h'], 'longer than Go\'s maximum duration'],
+    [['--health-window=10m'], 'expected controller=duration'],
+    [['--health-window=netpol=0s'], '--health-window=netpol=0s: the window must be a whole number of milliseconds, at least 1ms'],
+    [['--enable-ipv4=false'], 'at least one of --enable-ipv4 and --enable-ipv6 must be true'],
+    [['--metrics-path=metrics'], '--metrics-path must be a URL path such as /metrics'],
+    [['--metrics-path=/metrics?x=1'], '--metrics-path must be a URL path such as /metrics (no query, fragment or spaces), got "/metrics?x=1"'],
+    [['--metrics-path=/a b'], '--metrics-path must be a URL path'],
+    [['--health-addr=localhost:1'], '--health-addr must be an IP address, or empty for every address, got "localhost:1"'],
+    [['--metrics-addr=10.0.0.256'], '--metrics-addr must be an IP address'],
+    [['--metrics-port=20244', '--metrics-addr=127.0.0.1'], '--metrics-port and --health-port are both 20244: then --metrics-addr must equal --health-addr'],
+    [['--metrics-port=20244', '--metrics-path=/healthz'], '--metrics-path /healthz collides with the health endpoints'],
+    [['--service-node-port-range=30000'], '--service-node-port-range "30000": expected a port range such as 30000-32767'],
+    [['--service-node-port-range=32767-30000'], 'the first port must be lower than the second'],
+    [['--service-node-port-range=30000-70000'], 'ports must be at most 65535'],
+    [['--service-cluster-ip-range=10.96.0.0/33'], '--service-cluster-ip-range "10.96.0.0/33" is not a CIDR'],
+    [['--service-cluster-ip-range=10.96.0.0/12,fd00::/108,10.0.0.0/8'], '--service-cluster-ip-range takes at most 2 ranges'],
+    [['--service-external-ip-range=example.com'], '--service-external-ip-range "example.com" is not a CIDR'],
+    [['--loadbalancer-ip-range=10.0.0.0/33'], 'invalid --loadbalancer-ip-range "10.0.0.0/33"'],
+    [['--loadbalancer-ip-range=10.0.0.0/24,10.0.0.128/25'], 'invalid --loadbalancer-ip-range "10.0.0.128/25": overlaps 10.0.0.0/24'],
+    [['--bgp-holdtime=1s'], '--bgp-holdtime must be from 3s to 18h12m16s, got 1s'],
+    [['--bfd-detection-multiplier=0'], '--bfd-detection-multiplier must be from 1 to 255, got 0'],
+    [['--overlay-type=partial'], '--overlay-type must be subnet or full'],
+  ])('refuses %j at start, naming the flag', (argv, message) => {
+    expect(refusal(argv)).toContain(message);
+  });
+
+  it('reports every bad value at once', () => {
+    const stderr = refusal(['--ipvs-sync-period=0s', '--metrics-path=x', '--health-addr=nope']);
+    expect(stderr.match(/^error: /gm)).toHaveLength(3);
+  });
+
+  it('accepts the longest durations Go does: timers cope with them (see the controller tests)', () => {
+    expect(config(['--loadbalancer-sync-period=720h']).loadbalancer.syncPeriodMs).toBe(720 * 3_600_000);
+    expect(config(['--cache-sync-timeout=720h']).cacheSyncTimeoutMs).toBe(720 * 3_600_000);
+  });
+});
+
+describe('help and version', () => {
+  it('prints every flag with its default in pflag layout, marks what this build lacks, and exits 0', () => {
     const result = parseFlags(['--help'], {});
     expect(result).toMatchObject({ ok: false, exitCode: 0, stderr: '' });
     const help = result.ok ? '' : result.stdout;
     expect(help).toBe(helpText());
-    for (const flag of [
-      '--run-firewall',
-      '--run-service-proxy',
-      '--run-router',
-      '--run-loadbalancer',
-      '--iptables-sync-period',
-      '--ipvs-sync-period',
-      '--routes-sync-period',
-      '--loadbalancer-sync-period',
-      '--health-addr',
-      '--health-port',
-      '--metrics-addr',
-      '--metrics-port',
-      '--metrics-path',
-      '--hostname-override',
-      '--kubeconfig',
-      '--master',
-      '--cache-sync-timeout',
-      '-v, --v',
-      '--loadbalancer-ip-range',
-      '--loadbalancer-default-class',
-      '--enable-ipv4',
-      '--enable-ipv6',
-    ]) {
-      expect(help).toContain(flag);
-    }
-    expect(help).toMatch(/--iptables-sync-period <duration> .*\(default 5m0s\)/);
-    expect(help).toMatch(/--health-port <port> .*\(default 20244\)/);
-    expect(help).not.toContain('preset');
+    expect(parseFlags(['-h'], {})).toEqual(result);
+    for (const name of Object.keys(FLAGS)) expect(help).toContain(`--${name}`);
+    expect(help).toMatch(/^ {6}--iptables-sync-period duration +The delay .* \(default 5m0s\)$/m);
+    expect(help).toMatch(/^ {6}--health-port uint16 +Health check port, 0 = Disabled \(default 20244\)$/m);
+    expect(help).toMatch(/^ {2}-v, --v string +log level for V logs \(default "0"\)$/m);
+    expect(help).toMatch(/^ {6}--bgp-graceful-restart +Enables .* \[not implemented in this build\]$/m);
+    expect(help).toMatch(/--health-window controller=duration +Health window of one controller \(netpol, proxy, routing-bgp, route-sync, lballoc\)/);
+    // The names are the controllers' own (the `controller` label and health check name).
+    for (const name of [NETPOL_CONTROLLER, LBALLOC_CONTROLLER]) expect(FLAGS['health-window'].usage).toMatch(new RegExp(`[( ]${name}[,)]`));
   });
 
   it('prints the version', () => {
     expect(parseFlags(['--version'], {})).toMatchObject({ ok: false, exitCode: 0, stdout: '0.1.0\n' });
+    expect(parseFlags(['-V'], {})).toMatchObject({ ok: false, exitCode: 0, stdout: '0.1.0\n' });
   });
+});
+
+describe('unsupportedSettings', () => {
+  const catalog: PluginCatalog = { firewall: () => [], loadbalancer: () => [] };
+  const check = (argv: string[], given: PluginCatalog = catalog) => {
+    const { config: c, values } = parsed(argv);
+    return unsupportedSettings(c, values, given).map((u) => u.message);
+  };
+  it('accepts every flag at its default, written out or not', () => {
+    const base = ['--run-service-proxy=false', '--run-router=false'];
+    expect(check(base)).toEqual([]);
+    const allDefaults = KUBE_ROUTER_OPTIONS.filter(([name]) => !['help', 'version', 'run-service-proxy', 'run-router'].includes(name))
+      .map(([name, , , defaultText]) => `--${name}=${defaultText}`);
+    expect(check([...base, ...allDefaults])).toEqual([]);
+  });
+
+  it('refuses an enabled feature without a plugin, naming its flag', () => {
+    expect(check([])).toEqual([
+      '--run-service-proxy: this build has no plugin for service-proxy; disable it with --run-service-proxy=false',
+      '--run-router: this build has no plugin for router; disable it with --run-router=false',
+    ]);
+  });
+
+  it('refuses a flag that no plugin implements once set, only while its feature runs', () => {
+    const catalogWithRouter: PluginCatalog = { ...catalog, router: () => [], 'service-proxy': () => [] };
+    expect(check(['--bgp-graceful-restart', '--bgp-graceful-restart-time=10s'], catalogWithRouter)).toEqual([
+      '--bgp-graceful-restart=true: not implemented by the router plugins of this build (only its default false is accepted)',
+      '--bgp-graceful-restart-time=10s: not implemented by the router plugins of this build (only its default 1m30s is accepted)',
+    ]);
+    expect(check(['--bgp-graceful-restart', '--run-router=false'], catalogWithRouter)).toEqual([]);
+    expect(check(['--enable-pprof', '--run-router=false', '--run-service-proxy=false'])).toEqual([
+      '--enable-pprof=true: not implemented by the agent of this build (only its default false is accepted)',
+    ]);
+  });
+
+  it('does not name the flags of a feature that is missing altogether: the feature says it', () => {
+    expect(check(['--run-router=false', '--hairpin-mode'])).toEqual([
+      '--run-service-proxy: this build has no plugin for service-proxy; disable it with --run-service-proxy=false',
+    ]);
+  });
+
+  it('needs no feature for --cleanup-config, which cleans up what the build has', () => {
+    expect(check(['--cleanup-config'])).toEqual([]);
+  });
+
 });
 
 describe('plugin catalog', () => {
@@ -174,7 +325,7 @@ describe('plugin catalog', () => {
   it('maps enabled features to plugins, with options from the flags', () => {
     const c = config(['--run-service-proxy=false', '--run-router=false', '--iptables-sync-period=1m']);
     const entries = pluginsForConfig(c, {
-      firewall: (cfg) => [{ plugin: firewall, options: { syncPeriodMs: cfg.syncPeriodsMs.iptables } }],
+      firewall: (cfg) => [{ plugin: firewall, options: { syncPeriodMs: cfg.firewall.syncPeriodMs } }],
       router: () => [{ plugin: routes }],
     });
     expect(entries).toEqual([{ plugin: firewall, options: { syncPeriodMs: 60_000 } }]);
@@ -189,9 +340,5 @@ describe('plugin catalog', () => {
   it('refuses an enabled feature that no plugin provides, naming the flag to turn off', () => {
     const c = config(['--run-router=false']);
     expect(() => pluginsForConfig(c, { firewall: () => [{ plugin: firewall }] })).toThrow(MissingFeatureError);
-    expect(() => pluginsForConfig(c, { firewall: () => [{ plugin: firewall }] })).toThrow(
-      '--run-service-proxy is enabled but this build has no plugin for service-proxy. ' +
-        'Disable it with --run-service-proxy=false (features available in this build: firewall).',
-    );
   });
 });

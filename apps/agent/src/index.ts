@@ -1,14 +1,28 @@
 export { createAgent } from './agent.js';
 export { AssemblyError } from './assembly.js';
-export { defaultCatalog, FEATURE_FLAGS, firewallOptions, MissingFeatureError, pluginsForConfig } from './catalog.js';
+export {
+  defaultCatalog,
+  FEATURE_FLAGS,
+  firewallOptions,
+  firewallPlugins,
+  MissingFeatureError,
+  nftablesFirewallOptions,
+  pluginsForConfig,
+} from './catalog.js';
 export { environmentFor, kubeEnvironment } from './kube-environment.js';
-export { FEATURES, helpText, parseFlags } from './flags.js';
+export { connectToCluster } from './cluster.js';
+export { FEATURES, FLAGS, helpText, parseFlags } from './flags.js';
+export { unsupportedSettings } from './feature-support.js';
+export { cleanupAll } from './cleanup.js';
 export { EXIT, runCli } from './run-cli.js';
 export { formatGoDuration, parseGoDuration } from './duration.js';
 
 export type { Agent, CreateAgentInput, ServiceEntry, StopReport } from './agent.js';
 export type { PluginEntry } from './assembly.js';
+export type { ClusterConnection, ClusterConnectionOptions } from './cluster.js';
 export type { PluginCatalog, PluginFactory } from './catalog.js';
-export type { AgentConfig, Feature, FlagsResult } from './flags.js';
+export type { AgentConfig, Feature, FlagDefinition, FlagName, FlagsResult, FlagValues, LogFormat } from './flags.js';
+export type { Unsupported } from './feature-support.js';
+export type { CleanupReport } from './cleanup.js';
 export type { AgentOptions, ListenAddress, MetricsListenAddress, ResolvedAgentOptions } from './options.js';
 export type { AgentEnvironment, CliDependencies } from './run-cli.js';

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { MAX_TIMER_DELAY_MS } from '@kube-router/controller';
 import { createKubeContext, KubeServices, loadKubeConfig, type KubeContext } from '@kube-router/kube';
 import type { AgentMetrics } from '@kube-router/metrics';
 import type { AgentConfig } from './flags.js';
@@ -22,7 +23,10 @@ export function environmentFor(kube: KubeContext, config: Pick<AgentConfig, 'cac
   return {
     services: [[KubeServices, kube]],
     readinessChecks: { informers: kube.informers.readinessCheck },
-    beforeFirstSync: () => kube.informers.start({ cacheSyncTimeoutMs: config.cacheSyncTimeoutMs }),
+    // The informers wait with one setTimeout, which fires at once beyond Node's 32-bit limit (--cache-sync-timeout=720h
+    // would fail the start with a false timeout). A wait of 24.8 days is as good as 30 for a cache that never syncs.
+    beforeFirstSync: () =>
+      kube.informers.start({ cacheSyncTimeoutMs: Math.min(config.cacheSyncTimeoutMs, MAX_TIMER_DELAY_MS) }),
     async close() {
       await kube.informers.stop();
       await kube.events.flush();

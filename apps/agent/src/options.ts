@@ -4,6 +4,7 @@ import { DEFAULT_METRICS_PATH } from '@kube-router/metrics';
 
 /** Where a server listens. Port 0 picks a free port (tests); a disabled server is `false`, not port 0. */
 export interface ListenAddress {
+  /** An IP address, or "" for every address, IPv6 and IPv4 (kube-router's default). */
   addr: string;
   port: number;
 }
@@ -17,7 +18,7 @@ export interface AgentOptions {
   nodeName: string;
   /**
    * The health server (/healthz, /livez, /readyz). `false` runs no server while the checks keep running, which is what
-   * kube-router's `--health-port=0` means. Default 0.0.0.0:20244.
+   * kube-router's `--health-port=0` means. Default port 20244 on every address (addr "", IPv4 and IPv6).
    */
   health?: Partial<ListenAddress> | false;
   /** The metrics server. Default `false`: as in kube-router, metrics are served only when a port is given. */
@@ -55,12 +56,12 @@ export function resolveAgentOptions(options: AgentOptions): { resolved: Resolved
   const health: ListenAddress | false =
     options.health === false
       ? false
-      : { addr: options.health?.addr ?? '0.0.0.0', port: options.health?.port ?? DEFAULT_HEALTH_PORT };
+      : { addr: options.health?.addr ?? '', port: options.health?.port ?? DEFAULT_HEALTH_PORT };
   const metrics: MetricsListenAddress | false =
     options.metrics === false || options.metrics === undefined
       ? false
       : {
-          addr: options.metrics.addr ?? '0.0.0.0',
+          addr: options.metrics.addr ?? '',
           port: options.metrics.port,
           path: options.metrics.path ?? DEFAULT_METRICS_PATH,
         };

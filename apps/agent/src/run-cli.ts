@@ -1,10 +1,16 @@
-import { pino, type DestinationStream, type Logger } from 'pino';
+import type { DestinationStream, Logger } from 'pino';
 import type { ReadinessCheck } from '@kube-router/healthcheck';
 import { AgentMetrics } from '@kube-router/metrics';
+import { runningCommands } from '@kube-router/netfilter';
 import { createAgent, type Agent, type ServiceEntry } from './agent.js';
 import { AssemblyError } from './assembly.js';
+import { registerBuildInfo } from './build-info.js';
 import { defaultCatalog, MissingFeatureError, pluginsForConfig, type PluginCatalog } from './catalog.js';
+import { cleanupAll } from './cleanup.js';
+import { unsupportedSettings } from './feature-support.js';
 import { parseFlags, type AgentConfig } from './flags.js';
+import { createLogger } from './logging.js';
+import { guardProcess } from './process-guard.js';
 
 /** What the Kubernetes wiring hands the agent: services for the plugins and readiness conditions. */
 export interface AgentEnvironment {
@@ -23,8 +29,13 @@ export interface CliDependencies {
    */
   environment?: (config: AgentConfig, logger: Logger, metrics: AgentMetrics) => Promise<AgentEnvironment>;
   env?: NodeJS.ProcessEnv;
-  /** Where JSON log lines go. Default stdout. */
+  /** Where log lines go (JSON, or text with --log-format=text). Default stdout. */
   logDestination?: DestinationStream;
+  /**
+   * Installs the unhandled-rejection and uncaught-exception handlers (see guardProcess) while the agent runs.
+   * Default true; in-process tests that run several CLIs may turn it off.
+   */
+  guardProcess?: boolean;
   stdout?: (text: string) => void;
   stderr?: (text: string) => void;
   /** Called once the agent runs (servers bound, controllers started), e.g. to print its URLs. */
@@ -35,8 +46,9 @@ export interface CliDependencies {
 export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
 
 /**
- * The kube-router command: parses the flags, assembles the enabled features' plugins, starts the agent and runs until
- * SIGTERM or SIGINT, then stops the controllers and the servers. Resolves with the process exit code.
+ * The kube-router command: parses the flags, refuses what this build cannot do, assembles the enabled features'
+ * plugins, starts the agent and runs until SIGTERM or SIGINT, then stops the controllers and the servers. With
+ * --cleanup-config it runs every plugin's cleanup instead and exits. Resolves with the process exit code.
  */
 export async function runCli(argv: readonly string[], deps: CliDependencies = {}): Promise<number> {
   const stdout = deps.stdout ?? ((text: string) => void process.stdout.write(text));
@@ -48,23 +60,57 @@ export async function runCli(argv: readonly string[], deps: CliDependencies = {}
     return flags.exitCode;
   }
   const { config } = flags;
-  const logger = pino({ level: config.logLevel, base: { node: config.nodeName } }, deps.logDestination);
+  const catalog = deps.catalog ?? defaultCatalog;
+  const logger = createLogger(config, deps.logDestination);
   const refuse = (error: Error, code: number): number => {
     logger.fatal({ err: error }, error.message);
     stderr(`kube-router: ${error.message}\n`);
     return code;
   };
+  logger.info(
+    { nodeName: config.nodeName, from: config.nodeNameSource },
+    `node name ${config.nodeName} (from ${config.nodeNameSource}; precedence: --hostname-override, NODE_NAME, host name)`,
+  );
+
+  const unsupported = unsupportedSettings(config, flags.values, catalog);
+  if (unsupported.length > 0) {
+    const lines = unsupported.map((u) => `  - ${u.message}`).join('\n');
+    return refuse(new Error(`this build cannot do what the command line asks:\n${lines}`), EXIT.usage);
+  }
+
+  if (config.cleanupConfig) {
+    const report = await cleanupAll(config, catalog, logger);
+    if (report.error) return refuse(report.error, EXIT.failure);
+    logger.info({ cleaned: report.cleaned, nothingToClean: report.nothingToClean }, 'cleanup done');
+    return EXIT.ok;
+  }
 
   let plugins;
   try {
-    plugins = pluginsForConfig(config, deps.catalog ?? defaultCatalog);
+    plugins = pluginsForConfig(config, catalog);
   } catch (error) {
     if (error instanceof MissingFeatureError) return refuse(error, EXIT.usage);
     throw error;
   }
 
+  const unguard = deps.guardProcess === false ? () => undefined : guardProcess(logger);
+  try {
+    return await runAgent(config, plugins, deps, logger, refuse);
+  } finally {
+    unguard();
+  }
+}
+
+async function runAgent(
+  config: AgentConfig,
+  plugins: ReturnType<typeof pluginsForConfig>,
+  deps: CliDependencies,
+  logger: Logger,
+  refuse: (error: Error, code: number) => number,
+): Promise<number> {
   // Created here rather than by the agent so that the environment's informers report on the same registry.
   const metrics = new AgentMetrics();
+  registerBuildInfo(metrics.registry);
   let environment: AgentEnvironment = {};
   try {
     environment = (await deps.environment?.(config, logger, metrics)) ?? {};
@@ -86,10 +132,10 @@ export async function runCli(argv: readonly string[], deps: CliDependencies = {}
       plugins,
       options: {
         nodeName: config.nodeName,
-        health: config.health.port === 0 ? false : config.health,
+        health: config.health.port === 0 ? false : { addr: config.health.addr, port: config.health.port },
         metrics: config.metrics.port === 0 ? false : config.metrics,
-        healthGraceMs: config.healthGraceMs,
-        healthWindowsMs: config.healthWindowsMs,
+        healthGraceMs: config.health.graceMs,
+        healthWindowsMs: config.health.windowsMs,
       },
       services: environment.services ?? [],
       readinessChecks: environment.readinessChecks ?? {},
@@ -116,12 +162,21 @@ export async function runCli(argv: readonly string[], deps: CliDependencies = {}
 
   if (first === 'started') deps.onStarted?.(agent);
   const signal = first === 'started' ? await signalled.promise : first;
-  logger.info({ signal }, 'stopping');
-  const report = await agent.stop();
-  await starting.catch(() => undefined);
-  await closeEnvironment();
-  signalled.dispose();
-  return report.notStopped.length === 0 ? EXIT.ok : EXIT.failure;
+  // Every running command (a hung iptables-restore) is killed with its process group now, and new ones fail at once:
+  // the syncs being stopped end within moments instead of waiting out their command timeouts, and no child outlives
+  // the agent holding the xtables lock that its replacement needs.
+  const killed = runningCommands.halt('the agent is stopping');
+  logger.info({ signal, killedCommands: killed }, 'stopping');
+  try {
+    const report = await agent.stop();
+    await starting.catch(() => undefined);
+    await closeEnvironment();
+    return report.notStopped.length === 0 ? EXIT.ok : EXIT.failure;
+  } finally {
+    signalled.dispose();
+    // What runs after the agent (a lab removing its namespaces) may run commands again.
+    runningCommands.resume();
+  }
 }
 
 /** The first SIGTERM or SIGINT starts a clean stop; a second one while stopping exits at once. */

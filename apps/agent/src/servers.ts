@@ -67,15 +67,33 @@ function createServer(logger: Logger): FastifyInstance {
   }) as unknown as FastifyInstance;
 }
 
+/**
+ * Listens on the address; "" is kube-router's default, every address: IPv6 and IPv4 on one dual-stack socket (Go's
+ * `net.Listen(":port")`), or IPv4 alone on a host without IPv6.
+ */
 async function listen(app: FastifyInstance, address: ListenAddress): Promise<string> {
-  await app.listen({ host: address.addr, port: address.port });
+  if (address.addr !== '') {
+    await app.listen({ host: address.addr, port: address.port });
+    return urlOf(app, false);
+  }
+  try {
+    await app.listen({ host: '::', port: address.port, ipv6Only: false });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'EAFNOSUPPORT' && code !== 'EADDRNOTAVAIL') throw error;
+    await app.listen({ host: '0.0.0.0', port: address.port });
+  }
+  return urlOf(app, true);
+}
+
+function urlOf(app: FastifyInstance, everyAddress: boolean): string {
   const bound = app.server.address() as AddressInfo;
-  return `http://${urlHost(bound.address)}:${bound.port}`;
+  return `http://${urlHost(bound.address, everyAddress)}:${bound.port}`;
 }
 
 /** A URL that reaches the server from this host: wildcard addresses are reached through loopback. */
-function urlHost(address: string): string {
-  if (address === '0.0.0.0') return '127.0.0.1';
+function urlHost(address: string, dualStack: boolean): string {
+  if (address === '0.0.0.0' || (dualStack && address === '::')) return '127.0.0.1';
   if (address === '::') return '[::1]';
   return address.includes(':') ? `[${address}]` : address;
 }

@@ -18,14 +18,14 @@ const exitCode = await runCli(process.argv.slice(2), {
             await sleep(300, undefined, { signal });
           },
         }),
-        options: { syncPeriodMs: config.syncPeriodsMs.iptables },
+        options: { syncPeriodMs: config.firewall.syncPeriodMs },
       },
     ],
     // Requires a plugin that no feature provides: a bad assembly.
     'service-proxy': () => [{ plugin: testPlugin({ name: 'test-proxy', requires: ['test-ipvs-helper'] }) }],
     // Options that its schema refuses.
     router: (config) => [
-      { plugin: testPlugin({ name: 'test-router' }), options: { syncPeriodMs: -config.syncPeriodsMs.routes } },
+      { plugin: testPlugin({ name: 'test-router' }), options: { syncPeriodMs: -config.routing.syncPeriodMs } },
     ],
   },
 });

@@ -1,0 +1,58 @@
+import { isDeepStrictEqual } from 'node:util';
+import { FEATURES, FLAGS, type AgentConfig, type Feature, type FlagDefinition, type FlagName, type FlagValues } from './flags.js';
+import { FEATURE_FLAGS, type PluginCatalog } from './catalog.js';
+import { formatGoDuration } from './duration.js';
+
+/** Something the command line asks for that this build cannot do. */
+export type Unsupported =
+  | { kind: 'feature'; feature: Feature; message: string }
+  | { kind: 'flag'; flag: FlagName; message: string };
+
+/**
+ * What the command line asks for that this build lacks: an enabled feature with no plugin in the catalog, or a flag
+ * that no plugin implements set to anything but its default while one of its features is enabled (the agent's own
+ * flags always matter). A flag of a disabled feature is ignored, as kube-router ignores it; a flag of an enabled
+ * feature that has no plugin is covered by the feature's own refusal. Nothing else is left unsaid: the start is
+ * refused on any of these, so no flag is silently ignored.
+ */
+export function unsupportedSettings(
+  config: Pick<AgentConfig, 'features' | 'cleanupConfig'>,
+  values: FlagValues,
+  catalog: PluginCatalog,
+): Unsupported[] {
+  const found: Unsupported[] = [];
+  // --cleanup-config removes what every plugin of the build owns, whatever --run-* says: no feature is missing then.
+  const active = FEATURES.filter((feature) => config.features[feature] || config.cleanupConfig);
+  if (!config.cleanupConfig) {
+    for (const feature of active.filter((f) => catalog[f] === undefined)) {
+      found.push({
+        kind: 'feature',
+        feature,
+        message: `${FEATURE_FLAGS[feature]}: this build has no plugin for ${feature}; disable it with ${FEATURE_FLAGS[feature]}=false`,
+      });
+    }
+  }
+  for (const [name, definition] of Object.entries(FLAGS) as Array<[FlagName, FlagDefinition]>) {
+    if (definition.implemented) continue;
+    const value = values[name];
+    if (isDeepStrictEqual(value, definition.default)) continue;
+    const matters =
+      definition.features.length === 0 ||
+      definition.features.some((feature) => active.includes(feature) && catalog[feature] !== undefined);
+    if (!matters) continue;
+    const owners = definition.features.length === 0 ? 'the agent' : `the ${definition.features.join('/')} plugins`;
+    found.push({
+      kind: 'flag',
+      flag: name,
+      message: `--${name}=${describe(value, definition)}: not implemented by ${owners} of this build (only its default ${describe(definition.default, definition)} is accepted)`,
+    });
+  }
+  return found;
+}
+
+/** A value as it would be written on the command line. */
+function describe(value: unknown, definition: FlagDefinition): string {
+  if (definition.type === 'duration') return formatGoDuration(value as number);
+  if (Array.isArray(value)) return value.length === 0 ? '""' : value.join(',');
+  return value === '' ? '""' : String(value);
+}
