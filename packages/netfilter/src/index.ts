@@ -1,6 +1,6 @@
-export { CommandError, formatCommandLine } from './command.js';
+export { CommandError, FailFastSession, formatCommandLine } from './command.js';
 export type { CommandErrorDetails, CommandResult, CommandRunner, CommandSpec } from './command.js';
-export { DEFAULT_COMMAND_TIMEOUT_MS, ExecRunner } from './exec-runner.js';
+export { CommandRegistry, DEFAULT_COMMAND_TIMEOUT_MS, ExecRunner, runningCommands } from './exec-runner.js';
 export type { ExecRunnerOptions } from './exec-runner.js';
 export { RecordingRunner } from './recording-runner.js';
 export type {
@@ -36,6 +36,38 @@ export { parseNftJson } from './nft-json.js';
 export type { NftChain, NftMap, NftRule, NftRuleset, NftSet, NftTable } from './nft-json.js';
 
 export { IpRoute2 } from './ip.js';
-export type { IpAddressInfo, IpLink, IpLinkAddresses, IpRoute, IpRouteQuery, IpRoute2Options } from './ip.js';
+export type {
+  IpAddressInfo,
+  IpBatchFailure,
+  IpLink,
+  IpLinkAddresses,
+  IpRoute,
+  IpRouteQuery,
+  IpRoute2Options,
+} from './ip.js';
 export { addNetns, deleteNetns, listNetns } from './netns.js';
 export { blamedInputLine } from './blamed-line.js';
+
+export { Ipvsadm, ipvsLock } from './ipvs.js';
+export type { IpvsadmOptions, IpvsRestoreResult, IpvsTimeouts } from './ipvs.js';
+export {
+  canonicalIpvsAddress,
+  ipvsAddressFamily,
+  ipvsDestinationId,
+  ipvsRestoreLine,
+  ipvsServiceId,
+  ipvsServiceOptionsEqual,
+  parseIpvsConnections,
+  parseIpvsSave,
+  parseIpvsStats,
+} from './ipvs-rules.js';
+export type {
+  IpvsDestination,
+  IpvsDestinationConnections,
+  IpvsForwarding,
+  IpvsProtocol,
+  IpvsService,
+  IpvsServiceKey,
+  IpvsServiceStats,
+  IpvsVirtualServer,
+} from './ipvs-rules.js';

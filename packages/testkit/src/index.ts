@@ -6,7 +6,14 @@ export { parseLabelSelector, matchesLabelSelector } from './apiserver/selectors/
 export { kubeconfigYaml, kubeconfigContext } from './apiserver/kubeconfig.js';
 export { freePort } from './ports.js';
 
-export type { ApiServer, ApiServerOptions, KubeObjectInput, ListSelectors } from './apiserver/server.js';
+export type {
+  ApiServer,
+  ApiServerOptions,
+  ApiServerValidation,
+  KubeObjectInput,
+  ListSelectors,
+  WriteRequestOptions,
+} from './apiserver/server.js';
 export type { ApiServerFaults } from './apiserver/faults.js';
 export type { KubeObject, ObjectMeta, WatchEventType } from './apiserver/kube-object.js';
 export type { KubeVerb, ResourceType } from './apiserver/resources.js';
