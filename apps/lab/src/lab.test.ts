@@ -40,7 +40,11 @@ const isRoot = process.getuid?.() === 0;
  * knows. kubectl (a client this project did not write) then reads the embedded cluster through the printed
  * KUBECONFIG. The health and metrics ports are flags handed through to every node's agent.
  */
-describe.skipIf(!isRoot)('the lab behind npm start (needs root for network namespaces)', () => {
+// Both firewall backends: a user who copies --use-nftables-for-netpol from a kube-router DaemonSet gets the same lab.
+describe.skipIf(!isRoot).each([
+  { backend: 'iptables', flags: [] as string[] },
+  { backend: 'nftables', flags: ['--use-nftables-for-netpol'] },
+])('the lab behind npm start, firewall on $backend (needs root for network namespaces)', ({ backend, flags }) => {
   // Names and subnets of this run's own, so that an `npm start` on the defaults can run beside it.
   const runId = `tlab${randomInt(36 * 36).toString(36).padStart(2, '0')}`;
   const subnet = randomInt(100, 250);
@@ -70,7 +74,7 @@ describe.skipIf(!isRoot)('the lab behind npm start (needs root for network names
   beforeAll(async () => {
     ports = [await freePort(), await freePort()];
     // One process (no npx or tsx wrapper in between), so that the signal and the exit code are the lab's own.
-    child = spawn(process.execPath, ['--conditions=@kube-router/source', '--import', 'tsx', 'src/lab.ts', `--health-port=${ports[0]}`, `--metrics-port=${ports[1]}`], {
+    child = spawn(process.execPath, ['--conditions=@kube-router/source', '--import', 'tsx', 'src/lab.ts', `--health-port=${ports[0]}`, `--metrics-port=${ports[1]}`, ...flags], {
       cwd: new URL('..', import.meta.url).pathname,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, LAB_RUN_ID: runId, LAB_UNDERLAY_CIDRS: `10.250.${subnet}.0/24,fd00:10:250:${subnet.toString(16)}::/64` },
@@ -169,6 +173,27 @@ spec: { type: LoadBalancer, ports: [{ port: 443, protocol: TCP }] }
     expect(successes).toEqual([true, true]);
   });
 
+  it(`programs the firewall with ${backend} in the node namespaces, and not with the other backend`, async () => {
+    const namespaces = (await run('ip', ['netns', 'list'])).stdout
+      .split('\n')
+      .map((line) => line.split(' ')[0]!)
+      .filter((name) => name.startsWith(`krt-${runId}-`));
+    const inNetns = async (netns: string, ...command: string[]) => (await run('ip', ['netns', 'exec', netns, ...command])).stdout;
+    let nftTables = 0;
+    let iptablesChains = 0;
+    await eventually('the firewall to be programmed on a node', async () => {
+      nftTables = 0;
+      iptablesChains = 0;
+      for (const netns of namespaces) {
+        if ((await inNetns(netns, 'nft', 'list', 'tables')).includes('kube-router-filter-ipv4')) nftTables++;
+        if ((await inNetns(netns, 'iptables', '-S')).includes('-N KUBE-ROUTER-INPUT')) iptablesChains++;
+      }
+      return nftTables + iptablesChains > 0;
+    });
+    if (backend === 'nftables') expect([nftTables > 0, iptablesChains]).toEqual([true, 0]);
+    else expect([iptablesChains > 0, nftTables]).toEqual([true, 0]);
+  }, 60_000);
+
   it('enforces a NetworkPolicy applied with kubectl on the lab pods, and lifts it when deleted', async () => {
     const items = await pods();
     const pod = (name: string) => items.find((p) => p.metadata.name === name)!;
@@ -187,7 +212,10 @@ spec:
     - from: [{ podSelector: { matchLabels: { app: client } } }]
       ports: [{ port: 80, protocol: TCP }]
 `);
+    const applied = Date.now();
     await eventually('the intruder to be cut off', async () => !(await reach('intruder')), 30_000);
+    // The agents sync at most every 200 ms on a change; a probe takes up to 700 ms. Generous for a loaded CI machine.
+    expect(Date.now() - applied, 'ms from kubectl apply to the intruder cut off').toBeLessThan(5_000);
     expect(await reach('client')).toBe(true);
 
     await kubectl('delete', 'networkpolicy', 'web-from-client', '-n', 'demo');
