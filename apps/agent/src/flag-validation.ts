@@ -2,6 +2,7 @@ import ipaddr from 'ipaddr.js';
 import { validateLoadBalancerIPRanges } from '@kube-router/lballoc';
 import { formatGoDuration } from './duration.js';
 import type { FlagValues } from './flags.js';
+import { peerRoutersOfFlags } from './peer-routers.js';
 
 /**
  * Checks the flags' values at start, each problem naming its flag, so that a bad value never reaches a plugin (which
@@ -38,11 +39,16 @@ export function validateFlags(values: FlagValues): string[] {
   }
   const holdTime = values['bgp-holdtime'];
   if (holdTime < 3_000 || holdTime > 65_536_000) problems.push(`--bgp-holdtime must be from 3s to 18h12m16s, got ${shown(holdTime)}`);
-  if (values['bgp-graceful-restart-time'] > 4_095_000) {
-    problems.push(`--bgp-graceful-restart-time must be at most 4095s, got ${shown(values['bgp-graceful-restart-time'])}`);
-  }
-  if (values['bgp-graceful-restart-deferral-time'] > 18 * 3_600_000) {
-    problems.push(`--bgp-graceful-restart-deferral-time must be at most 18h, got ${shown(values['bgp-graceful-restart-deferral-time'])}`);
+  // As kube-router: the times are checked only with --bgp-graceful-restart on, and must be positive then.
+  if (values['bgp-graceful-restart']) {
+    const restartTime = values['bgp-graceful-restart-time'];
+    if (!(restartTime > 0) || restartTime > 4_095_000) {
+      problems.push(`--bgp-graceful-restart-time must be greater than 0 and at most 4095s, got ${shown(restartTime)}`);
+    }
+    const deferralTime = values['bgp-graceful-restart-deferral-time'];
+    if (!(deferralTime > 0) || deferralTime > 18 * 3_600_000) {
+      problems.push(`--bgp-graceful-restart-deferral-time must be greater than 0 and at most 18h, got ${shown(deferralTime)}`);
+    }
   }
   const multiplier = values['bfd-detection-multiplier'];
   if (multiplier < 1 || multiplier > 255) problems.push(`--bfd-detection-multiplier must be from 1 to 255, got ${multiplier}`);
@@ -85,6 +91,15 @@ export function validateFlags(values: FlagValues): string[] {
   if (!['ipip', 'fou'].includes(values['overlay-encap'])) {
     problems.push(`--overlay-encap must be ipip or fou, got ${JSON.stringify(values['overlay-encap'])}`);
   }
+  problems.push(
+    ...peerRoutersOfFlags({
+      ips: values['peer-router-ips'],
+      asns: values['peer-router-asns'],
+      ports: values['peer-router-ports'],
+      passwords: values['peer-router-passwords'],
+      passwordsFile: values['peer-router-passwords-file'],
+    }).problems,
+  );
   return problems;
 }
 

@@ -3,10 +3,11 @@
 // handed to route-sync -> every route in node-1's kernel, and a bare `ip -batch` of the same routes for the ratio.
 import { spawn } from 'node:child_process';
 import { rm } from 'node:fs/promises';
-import { startApiServer } from '@kube-router/testkit';
+import { startApiServer, waitFor } from '@kube-router/testkit';
+import { reportBench } from '@kube-router/testkit/bench';
 import { GobgpClient } from '../src/gobgp-api.js';
 import { podCidrPath } from '../src/paths.js';
-import { createMesh, nodeObject, routingAgent, sh, waitUntil } from '../src/testing/mesh.js';
+import { createMesh, nodeObject, routingAgent, sh } from '../src/testing/mesh.js';
 
 const ROUTES = Number(process.env.ROUTES ?? 5_000);
 const cidrs = Array.from({ length: ROUTES }, (_, i) => `10.${100 + Math.floor(i / 256)}.${i % 256}.0/24`);
@@ -20,7 +21,7 @@ const injector = spawn('ip', ['netns', 'exec', n2.netns, 'gobgpd', `--api-hosts=
 const injectorApi = new GobgpClient({ target: `unix://${injectorSocket}`, callTimeoutMs: 30_000 });
 let exitCode = 0;
 try {
-  await waitUntil('injector gobgpd', () => injectorApi.waitReady(500).then(() => true), 10_000);
+  await waitFor('injector gobgpd', () => injectorApi.waitReady(500).then(() => true), 10_000);
   await injectorApi.startBgp({ asn: 64512, routerId: n2.address, listenPort: 179 });
   for (const cidr of cidrs) await injectorApi.addPath(podCidrPath(cidr, n2.address));
 
@@ -28,7 +29,7 @@ try {
   server.create(nodeObject(n2));
   const agent = routingAgent(mesh, n1, await server.writeKubeconfig(), { bgpPort: 179, syncPeriodMs: 60_000 });
   await agent.start();
-  await waitUntil('node-1 gobgpd configured', async () => {
+  await waitFor('node-1 gobgpd configured', async () => {
     const api = new GobgpClient({ target: `unix://${agent.apiSocket}` });
     try {
       return ((await api.getBgp())?.asn ?? 0) !== 0;
@@ -55,11 +56,11 @@ try {
   await injectorApi.addPeer({ neighborAddress: n1.address, peerAsn: 64512, remotePort: 179, holdTimeSeconds: 9, families: ['AFI_IP'] });
 
   let handedAt = 0;
-  await waitUntil('every route handed over', () => {
+  await waitFor('every route handed over', () => {
     if (agent.routes.wantedRoutes().length >= ROUTES) handedAt = performance.now();
     return handedAt > 0;
   }, 120_000);
-  await waitUntil('every route in the kernel', async () => (await countKernelRoutes(n1.netns)) >= ROUTES, 120_000);
+  await waitFor('every route in the kernel', async () => (await countKernelRoutes(n1.netns)) >= ROUTES, 120_000);
   const kernelAt = performance.now();
   stopWatch();
   watcher.close();
@@ -88,6 +89,14 @@ try {
   console.log(`  bare ip -batch of the same routes:        ${fmt(bareMs)} ms`);
   console.log(`  ratio (first UPDATE -> kernel) / bare ip -batch: ${(toKernel / bareMs).toFixed(1)}x`);
   console.log(`  ratio (gobgpd's last best path -> kernel) / bare ip -batch: ${((kernelAt - allInRibAt) / bareMs).toFixed(1)}x`);
+  reportBench({
+    plugin: 'routing-bgp',
+    figures: [
+      { name: 'learn: first UPDATE -> kernel / bare ip -batch', value: toKernel / bareMs, unit: 'x', better: 'lower' },
+      { name: "learn: gobgpd's last best path -> kernel / bare ip -batch", value: (kernelAt - allInRibAt) / bareMs, unit: 'x', better: 'lower' },
+      { name: 'learn: first UPDATE -> kernel', value: toKernel, unit: 'ms', better: 'lower' },
+    ],
+  });
 } catch (error) {
   console.error(error);
   exitCode = 1;

@@ -6,10 +6,10 @@ import { runControllerContractSuite } from '@kube-router/controller/contract';
 import { HealthRegistry } from '@kube-router/healthcheck';
 import { createKubeContext, KubeServices, loadKubeConfig } from '@kube-router/kube';
 import { AgentMetrics } from '@kube-router/metrics';
-import { freePort, labSkipReason, startApiServer } from '@kube-router/testkit';
+import { freePort, labSkipReason, startApiServer, waitFor } from '@kube-router/testkit';
 import pino from 'pino';
 import { routingBgpPlugin } from './plugin.js';
-import { createMesh, nodeObject, waitUntil } from './testing/mesh.js';
+import { createMesh, nodeObject } from './testing/mesh.js';
 import { GobgpClient } from './gobgp-api.js';
 
 const skipReason = labSkipReason('gobgpd');
@@ -34,7 +34,7 @@ describe.skipIf(skipReason)(`routing-bgp contract${skipReason ? ` (skipped: ${sk
         gobgpd = spawn('ip', ['netns', 'exec', node.netns, 'gobgpd', `--api-hosts=unix://${socket}`, '--pprof-disable'], { stdio: 'ignore' });
         const api = new GobgpClient({ target: `unix://${socket}` });
         try {
-          await waitUntil('gobgpd answers', () => api.waitReady(500).then(() => true), 10_000);
+          await waitFor('gobgpd answers', () => api.waitReady(500).then(() => true), 10_000);
         } finally {
           api.close();
         }

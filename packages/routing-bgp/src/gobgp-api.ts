@@ -36,10 +36,16 @@ export interface ApiPath {
   sourceId?: string;
 }
 
+/** A peer as ListPeer reports it: its configuration (the TCP MD5 password included) and its state. */
 export interface ApiPeer {
-  conf?: { neighborAddress?: string; peerAsn?: number; localAsn?: number };
-  state?: { neighborAddress?: string; peerAsn?: number; type?: string; sessionState?: string };
-  transport?: { localAddress?: string; remotePort?: number };
+  conf?: { neighborAddress?: string; peerAsn?: number; localAsn?: number; authPassword?: string };
+  state?: { neighborAddress?: string; peerAsn?: number; type?: string; sessionState?: string; flops?: number };
+  transport?: { localAddress?: string; remotePort?: number; passiveMode?: boolean };
+  timers?: { config?: { holdTime?: number } };
+  ebgpMultihop?: { enabled?: boolean; multihopTtl?: number };
+  gracefulRestart?: { enabled?: boolean; restartTime?: number; deferralTime?: number; peerRestarting?: boolean; localRestarting?: boolean };
+  routeReflector?: { routeReflectorClient?: boolean; routeReflectorClusterId?: string };
+  afiSafis?: { config?: { family?: { afi?: string; safi?: string }; enabled?: boolean } }[];
 }
 
 export interface GlobalConfig {
@@ -48,6 +54,15 @@ export interface GlobalConfig {
   /** -1 makes gobgpd listen nowhere (it only dials out). */
   listenPort: number;
   listenAddresses?: string[];
+  gracefulRestart?: GracefulRestartConfig;
+}
+
+/** RFC 4724 graceful restart, as kube-router sets it on every peer with --bgp-graceful-restart. */
+export interface GracefulRestartConfig {
+  /** Seconds a peer keeps our routes after the session drops (the capability's Restart Time, at most 4095). */
+  restartTimeSeconds: number;
+  /** Seconds a restarted gobgpd waits for its peers' End-of-RIB before it selects and sends best paths. */
+  deferralTimeSeconds: number;
 }
 
 export interface PeerConfig {
@@ -57,6 +72,60 @@ export interface PeerConfig {
   remotePort: number;
   holdTimeSeconds: number;
   families: readonly Afi[];
+  /** TCP MD5 (RFC 2385) password, clear text. */
+  password?: string;
+  /** eBGP multihop: the TTL of this session's packets (only for a TTL above 1). */
+  ebgpMultihopTtl?: number;
+  /** This node reflects the peer's routes to its other peers (it is our route reflector client) in this cluster. */
+  routeReflectorClient?: { clusterId: string };
+  gracefulRestart?: GracefulRestartConfig;
+  /** Never dial: wait for the peer to connect. */
+  passive?: boolean;
+}
+
+export type DefinedType = 'PREFIX' | 'NEIGHBOR';
+export type RouteAction = 'NONE' | 'ACCEPT' | 'REJECT';
+export type PolicyDirection = 'IMPORT' | 'EXPORT';
+
+/** A gobgp defined set: prefixes for PREFIX, `address/len` entries in `list` for NEIGHBOR. */
+export interface DefinedSet {
+  definedType: DefinedType;
+  name: string;
+  list?: string[];
+  prefixes?: { ipPrefix: string; maskLengthMin: number; maskLengthMax: number }[];
+}
+
+export interface MatchSet {
+  type: 'ANY' | 'ALL' | 'INVERT';
+  name: string;
+}
+
+export interface PolicyStatement {
+  name: string;
+  conditions: { prefixSet?: MatchSet; neighborSet?: MatchSet };
+  actions: {
+    routeAction: RouteAction;
+    community?: { type: 'ADD' | 'REMOVE' | 'REPLACE'; communities: string[] };
+    asPrepend?: { asn: number; repeat: number; useLeftMost?: boolean };
+    nexthop?: { self?: boolean; address?: string };
+  };
+}
+
+export interface Policy {
+  name: string;
+  statements: PolicyStatement[];
+}
+
+export interface RoutingPolicy {
+  definedSets: DefinedSet[];
+  policies: Policy[];
+}
+
+export interface PolicyAssignment {
+  name: string;
+  direction: PolicyDirection | (string & {});
+  policies?: { name: string }[];
+  defaultAction?: RouteAction;
 }
 
 export interface WatchHandlers {
@@ -75,6 +144,7 @@ export interface GobgpClientOptions {
 
 type UnaryMethod = (request: unknown, options: grpc.CallOptions, callback: (error: grpc.ServiceError | null, response: unknown) => void) => grpc.ClientUnaryCall;
 type StreamMethod = (request: unknown, options: grpc.CallOptions) => grpc.ClientReadableStream<unknown>;
+type ClientStreamMethod = (options: grpc.CallOptions, callback: (error: grpc.ServiceError | null) => void) => grpc.ClientWritableStream<unknown>;
 
 let cachedDefinition: { dir: string; api: grpc.ServiceClientConstructor } | undefined;
 
@@ -135,7 +205,10 @@ export class GobgpClient {
   }
 
   startBgp(global: GlobalConfig): Promise<unknown> {
-    return this.#unary('startBgp', { global });
+    const { gracefulRestart, ...rest } = global;
+    return this.#unary('startBgp', {
+      global: { ...rest, ...(gracefulRestart && { gracefulRestart: gracefulRestartMessage(gracefulRestart) }) },
+    });
   }
 
   async getBgp(): Promise<{ asn: number; routerId: string } | undefined> {
@@ -146,8 +219,12 @@ export class GobgpClient {
   addPeer(peer: PeerConfig): Promise<unknown> {
     return this.#unary('addPeer', {
       peer: {
-        conf: { neighborAddress: peer.neighborAddress, peerAsn: peer.peerAsn },
-        transport: { remotePort: peer.remotePort, ...(peer.localAddress && { localAddress: peer.localAddress }) },
+        conf: { neighborAddress: peer.neighborAddress, peerAsn: peer.peerAsn, ...(peer.password && { authPassword: peer.password }) },
+        transport: {
+          remotePort: peer.remotePort,
+          ...(peer.localAddress && { localAddress: peer.localAddress }),
+          ...(peer.passive && { passiveMode: true }),
+        },
         timers: {
           config: {
             holdTime: peer.holdTimeSeconds,
@@ -156,7 +233,19 @@ export class GobgpClient {
             connectRetry: PEER_CONNECT_RETRY_SECONDS,
           },
         },
-        afiSafis: peer.families.map((afi) => ({ config: { family: { afi, safi: 'SAFI_UNICAST' }, enabled: true } })),
+        ...(peer.ebgpMultihopTtl !== undefined && peer.ebgpMultihopTtl > 1 && {
+          ebgpMultihop: { enabled: true, multihopTtl: peer.ebgpMultihopTtl },
+        }),
+        ...(peer.routeReflectorClient && {
+          routeReflector: { routeReflectorClient: true, routeReflectorClusterId: peer.routeReflectorClient.clusterId },
+        }),
+        // kube-router's settings: this speaker restarts (the R bit: peers keep its routes while it is away) and defers
+        // its best-path selection until every peer sent End-of-RIB, per family.
+        ...(peer.gracefulRestart && { gracefulRestart: { ...gracefulRestartMessage(peer.gracefulRestart), localRestarting: true } }),
+        afiSafis: peer.families.map((afi) => ({
+          config: { family: { afi, safi: 'SAFI_UNICAST' }, enabled: true },
+          ...(peer.gracefulRestart && { mpGracefulRestart: { config: { enabled: true } } }),
+        })),
       },
     });
   }
@@ -231,6 +320,63 @@ export class GobgpClient {
       stream.on('end', () => resolve(items));
     });
   }
+
+  // Routing policy: kube-router's defined sets, statements and policies, assigned to the global RIB.
+
+  /**
+   * Replaces gobgpd's whole routing policy (every defined set and policy) in one call. Assignments are kept by
+   * policy name, so policies whose names stay the same stay assigned.
+   */
+  setPolicies(policy: RoutingPolicy): Promise<unknown> {
+    return this.#unary('setPolicies', { definedSets: policy.definedSets, policies: policy.policies });
+  }
+
+  /** The policies assigned to the global RIB in one direction, with its default action. */
+  async getGlobalPolicyAssignment(direction: PolicyDirection): Promise<PolicyAssignment | undefined> {
+    const items = await this.#list<{ assignment?: PolicyAssignment }>('listPolicyAssignment', { name: 'global', direction });
+    return items.map((i) => i.assignment).find((a) => a?.direction === direction);
+  }
+
+  /** Assigns exactly these policies (by name) to the global RIB in one direction, replacing what was assigned. */
+  setGlobalPolicyAssignment(direction: PolicyDirection, policyNames: readonly string[], defaultAction: RouteAction): Promise<unknown> {
+    return this.#unary('setPolicyAssignment', {
+      assignment: { name: 'global', direction, policies: policyNames.map((name) => ({ name })), defaultAction },
+    });
+  }
+
+  /**
+   * Re-applies the policies to what was already exchanged with every established peer: `out` re-sends the best paths
+   * through the export policy, `in` re-evaluates what peers sent through the import policy. gobgpd applies a policy
+   * change only to paths that change afterwards, so without this a new peer set would not reach existing sessions.
+   */
+  softResetAllPeers(direction: 'IN' | 'OUT' | 'BOTH'): Promise<unknown> {
+    return this.#unary('resetPeer', { address: 'all', soft: true, direction });
+  }
+
+  /**
+   * Adds (or, with `isWithdraw`, withdraws) many paths of the global RIB over one AddPathStream call: a thousand in
+   * about a fifth of the time of a thousand AddPath calls. All or nothing: gobgpd checks every path before it adds
+   * any, and one bad path fails the call without naming it.
+   */
+  addPathsInBulk(paths: readonly ApiPath[]): Promise<void> {
+    const method = (this.#client as unknown as Record<string, ClientStreamMethod>).addPathStream!.bind(this.#client);
+    return new Promise((resolve, reject) => {
+      const call = method({ deadline: Date.now() + this.#callTimeoutMs }, (error) =>
+        error ? reject(gobgpError('addPathStream', this.target, error)) : resolve(),
+      );
+      for (let i = 0; i < paths.length; i += BULK_PATHS_PER_MESSAGE) {
+        call.write({ tableType: 'GLOBAL', paths: paths.slice(i, i + BULK_PATHS_PER_MESSAGE) });
+      }
+      call.end();
+    });
+  }
+}
+
+/** Paths per AddPathStream message: far below gRPC's 4 MiB message limit (a path is about 100 bytes). */
+const BULK_PATHS_PER_MESSAGE = 1_000;
+
+function gracefulRestartMessage(config: GracefulRestartConfig): Record<string, unknown> {
+  return { enabled: true, restartTime: config.restartTimeSeconds, deferralTime: config.deferralTimeSeconds };
 }
 
 /** A gobgp API call failed: the message names the call, the target and gRPC's reason. */

@@ -61,13 +61,14 @@ export class GobgpdSupervisor {
     this.#spawn();
   }
 
-  async stop(timeoutMs = 5_000): Promise<void> {
+  /** SIGTERM (gobgpd then ends every session with a Cease), or `signal`; SIGKILL after `timeoutMs`. */
+  async stop({ timeoutMs = 5_000, signal = 'SIGTERM' }: { timeoutMs?: number; signal?: NodeJS.Signals } = {}): Promise<void> {
     this.#stopping = true;
     clearTimeout(this.#restartTimer);
     process.off('exit', this.#killOnExit);
     if (!this.pid) return;
     const exited = this.#exited;
-    this.#killGroup('SIGTERM');
+    this.#killGroup(signal);
     const timer = setTimeout(() => this.#killGroup('SIGKILL'), timeoutMs);
     await exited;
     clearTimeout(timer);

@@ -52,6 +52,15 @@ describe('ASN annotation', () => {
     expect(nodeAsn(node('a', []))).toBeUndefined();
     expect(nodeAsn(node('a', [], { annotations: { [NODE_ASN_ANNOTATION]: '65001' } }))).toBe(65001);
     expect(() => nodeAsn(node('a', [], { annotations: { [NODE_ASN_ANNOTATION]: 'x' } }))).toThrow(/not an ASN/);
+    // strconv.ParseUint(value, 0, 32) as kube-router: hex is a number, an exponent or a fraction is not.
+    expect(nodeAsn(node('a', [], { annotations: { [NODE_ASN_ANNOTATION]: '0x10' } }))).toBe(16);
+    for (const junk of ['1e3', '1.0', '0', '4294967296', '0x']) {
+      expect(() => nodeAsn(node('a', [], { annotations: { [NODE_ASN_ANNOTATION]: junk } })), junk).toThrow(/not an ASN/);
+    }
+  });
+
+  it('refuses an address Go would not parse (ipaddr.js alone takes 10.1)', () => {
+    expect(() => nodeAddresses(node('a', [['InternalIP', '10.1']]))).toThrow(/does not parse/);
   });
 });
 

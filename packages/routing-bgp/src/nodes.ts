@@ -1,6 +1,7 @@
 import type { V1Node } from '@kubernetes/client-node';
 import ipaddr from 'ipaddr.js';
 import type { Afi } from './gobgp-api.js';
+import { isIpAddress, parseGoUint } from './parse.js';
 
 /** kube-router's Node annotations. */
 export const NODE_ASN_ANNOTATION = 'kube-router.io/node.asn';
@@ -33,7 +34,7 @@ export function nodeAddresses(node: V1Node): NodeAddresses {
   if (ordered.length === 0) throw new Error(`node ${node.metadata?.name}: no InternalIP or ExternalIP address`);
   const byFamily: Partial<Record<Family, string>> = {};
   const parsed = ordered.map(({ address }) => {
-    if (!ipaddr.isValid(address)) throw new Error(`node ${node.metadata?.name}: address ${JSON.stringify(address)} does not parse`);
+    if (!isIpAddress(address)) throw new Error(`node ${node.metadata?.name}: address ${JSON.stringify(address)} does not parse`);
     const normalized = ipaddr.process(address).toString();
     byFamily[familyOf(normalized)] ??= normalized;
     return normalized;
@@ -41,13 +42,13 @@ export function nodeAddresses(node: V1Node): NodeAddresses {
   return { primary: parsed[0]!, byFamily };
 }
 
-
 /** The ASN a Node announces with kube-router.io/node.asn, undefined without the annotation. Throws when invalid. */
 export function nodeAsn(node: V1Node): number | undefined {
   const value = node.metadata?.annotations?.[NODE_ASN_ANNOTATION];
   if (value === undefined) return undefined;
-  const asn = Number(value.trim());
-  if (!Number.isInteger(asn) || asn < 1 || asn > 4_294_967_295) {
+  // strconv.ParseUint(value, 0, 32), as kube-router reads it: 0x10 is 16, 1e3 is no ASN.
+  const asn = parseGoUint(value.trim(), 32);
+  if (asn === undefined || asn < 1) {
     throw new Error(`node ${node.metadata?.name}: ${NODE_ASN_ANNOTATION} ${JSON.stringify(value)} is not an ASN`);
   }
   return asn;

@@ -1,14 +1,33 @@
 import { definePlugin, routeSyncServiceKey } from '@kube-router/controller';
 import { KubeServices } from '@kube-router/kube';
 import { ExecRunner } from '@kube-router/netfilter';
+import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
 import { createRoutingController, removePodEgress, ROUTING_BGP_CONTROLLER, type RoutingSettings } from './controller.js';
+import { asnProblem } from './external-peers.js';
 import { DEFAULT_GOBGP_PROTO_DIR } from './gobgp-api.js';
 import { killOurGobgpd } from './gobgpd.js';
 
 const port = z.number().int().min(1).max(65_535);
 
+/** An external peer of every node (--peer-router-ips, -asns, -ports, -passwords by index). */
+const peerRouter = z
+  .object({
+    address: z.union([z.ipv4(), z.ipv6()]),
+    asn: z.number().superRefine((asn, check) => {
+      const problem = asnProblem(asn);
+      if (problem) check.addIssue({ code: 'custom', message: problem });
+    }),
+    /** Default 179, as kube-router (not --bgp-port). */
+    port: port.optional(),
+    /** The TCP MD5 password in clear text (the agent decodes --peer-router-passwords from base64). */
+    password: z.string().optional(),
+  })
+  .strict();
+
 /** The plugin's options: kube-router's routing flags under their names, with kube-router's defaults. */
+const cidr = z.string().refine((value) => ipaddr.isValidCIDR(value), 'must be a CIDR such as 192.0.2.0/24');
+
 export const routingBgpOptions = z
   .object({
     /** --routes-sync-period (5m). */
@@ -28,8 +47,16 @@ export const routingBgpOptions = z
     nodesFullMesh: z.boolean().default(true),
     /** --enable-ibgp (true). */
     enableIbgp: z.boolean().default(true),
-    /** --advertise-pod-cidr (true): announce this node's pod CIDRs; false withdraws them. */
+    /** --advertise-pod-cidr (true): this node's pod CIDRs go to external peers too; the mesh always gets them. */
     advertisePodCidr: z.boolean().default(true),
+    /** --advertise-cluster-ip (false): announce Service cluster IPs to external peers. */
+    advertiseClusterIp: z.boolean().default(false),
+    /** --advertise-external-ip (false): announce Service externalIPs to external peers. */
+    advertiseExternalIp: z.boolean().default(false),
+    /** --advertise-loadbalancer-ip (false): announce Service LoadBalancer ingress IPs to external peers. */
+    advertiseLoadBalancerIp: z.boolean().default(false),
+    /** --override-nexthop (false): paths sent to external peers carry this node's session address as next hop. */
+    overrideNextHop: z.boolean().default(false),
     /** --enable-pod-egress (true): kube-router's MASQUERADE rule for pod traffic leaving the cluster. */
     enablePodEgress: z.boolean().default(true),
     /** --enable-cni (true): accepted; this agent writes no CNI configuration (see docs/routing-bgp.md). */
@@ -58,10 +85,34 @@ export const routingBgpOptions = z
     /** Deadline of each gobgp API call (10 s). */
     apiTimeoutMs: z.number().int().positive().default(10_000),
     /**
-     * How long the routes learned before a gobgpd restart stay while the new gobgpd relearns them (90 s, as
-     * kube-router's --bgp-graceful-restart-time): gobgpd waits 5-10 s before it dials a peer, then the peer resends.
+     * How long the routes learned before a gobgpd restart stay while the new gobgpd relearns them. Default the
+     * graceful restart time (90 s, --bgp-graceful-restart-time): gobgpd waits 5-10 s before it dials a peer, then the
+     * peer resends.
      */
-    restartGraceMs: z.number().int().nonnegative().default(90_000),
+    restartGraceMs: z.number().int().nonnegative().optional(),
+    /**
+     * --strict-external-ip-validation: announce only the externalIPs within serviceExternalIpRanges and the
+     * LoadBalancer IPs within loadBalancerIpRanges, neither inside serviceClusterIpRanges (kube-router's svcip
+     * Validator; with no range of a kind, none of that kind). Default false here: every address is announced. The
+     * agent passes the flag, whose default (true) is kube-router's.
+     */
+    strictExternalIpValidation: z.boolean().default(false),
+    /** --service-external-ip-range. */
+    serviceExternalIpRanges: z.array(cidr).default([]),
+    /** --loadbalancer-ip-range. */
+    loadBalancerIpRanges: z.array(cidr).default([]),
+    /** --service-cluster-ip-range. */
+    serviceClusterIpRanges: z.array(cidr).default([]),
+    /** --peer-router-ips with -asns, -ports, -passwords: when any, the Nodes' peer annotations are not read. */
+    peerRouters: z.array(peerRouter).default([]),
+    /** --peer-router-multihop-ttl (0): eBGP multihop with this TTL for the external peers when above 1. */
+    peerMultihopTtl: z.number().int().min(0).max(255).default(0),
+    /** --bgp-graceful-restart (false). */
+    gracefulRestart: z.boolean().default(false),
+    /** --bgp-graceful-restart-time in seconds (90, at most 4095): how long peers keep our routes while we restart. */
+    gracefulRestartTimeSeconds: z.number().int().min(0).max(4_095).default(90),
+    /** --bgp-graceful-restart-deferral-time in seconds (360, at most 18 h): how long a restart waits for End-of-RIB. */
+    gracefulRestartDeferralTimeSeconds: z.number().int().min(0).max(64_800).default(360),
   })
   .strict();
 export type RoutingBgpOptions = z.input<typeof routingBgpOptions>;
@@ -90,6 +141,19 @@ function settingsOf(options: ParsedOptions): RoutingSettings {
     nodesFullMesh: options.nodesFullMesh,
     enableIbgp: options.enableIbgp,
     advertisePodCidr: options.advertisePodCidr,
+    vipFlags: {
+      advertiseClusterIp: options.advertiseClusterIp,
+      advertiseExternalIp: options.advertiseExternalIp,
+      advertiseLoadBalancerIp: options.advertiseLoadBalancerIp,
+    },
+    ...(options.strictExternalIpValidation && {
+      vipValidation: {
+        externalIpRanges: options.serviceExternalIpRanges,
+        loadBalancerIpRanges: options.loadBalancerIpRanges,
+        clusterIpRanges: options.serviceClusterIpRanges,
+      },
+    }),
+    overrideNextHop: options.overrideNextHop,
     enablePodEgress: options.enablePodEgress,
     apiTarget: gobgpApiTarget(options),
     manageGobgpd: options.manageGobgpd,
@@ -97,7 +161,15 @@ function settingsOf(options: ParsedOptions): RoutingSettings {
     protoDir: options.protoDir,
     ...(options.netns !== undefined && { netns: options.netns }),
     apiTimeoutMs: options.apiTimeoutMs,
-    restartGraceMs: options.restartGraceMs,
+    restartGraceMs: options.restartGraceMs ?? options.gracefulRestartTimeSeconds * 1_000,
+    peerRouters: options.peerRouters.map((peer) => ({ ...peer, address: ipaddr.process(peer.address).toString() })),
+    peerMultihopTtl: options.peerMultihopTtl,
+    ...(options.gracefulRestart && {
+      gracefulRestart: {
+        restartTimeSeconds: options.gracefulRestartTimeSeconds,
+        deferralTimeSeconds: options.gracefulRestartDeferralTimeSeconds,
+      },
+    }),
   };
 }
 
@@ -117,12 +189,22 @@ export const routingBgpPlugin = definePlugin({
       ctx.logger.debug({ enableCni: options.enableCni, autoMtu: options.autoMtu }, 'no CNI configuration or MTU is written by this agent');
     }
     const nodes = kube.informers.nodes();
+    const services = kube.informers.services();
+    const slices = kube.informers.endpointSlices();
     return createRoutingController(
       ctx,
       {
         nodes,
         onNodesChanged: (handler) => kube.informers.onChange('nodes', handler),
         warn: (node, reason, message) => void kube.events.warning({ ...node, apiVersion: 'v1', kind: 'Node' }, reason, message),
+        services,
+        endpointSlices: slices,
+        onServicesChanged(handler) {
+          const removers = (['services', 'endpointslices'] as const).map((resource) => kube.informers.onChange(resource, handler));
+          return () => removers.forEach((remove) => remove());
+        },
+        warnService: (service, reason, message) =>
+          void kube.events.warning({ ...service, apiVersion: 'v1', kind: 'Service' }, reason, message),
       },
       settingsOf(options),
       { routes, runner: new ExecRunner({ logger: ctx.logger }) },

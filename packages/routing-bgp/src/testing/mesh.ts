@@ -252,18 +252,5 @@ export async function tcpListener(netns: string, port: number): Promise<() => vo
   return () => child.kill('SIGKILL');
 }
 
-export async function waitUntil(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<number> {
-  const started = Date.now();
-  let lastError: unknown;
-  while (Date.now() - started < timeoutMs) {
-    try {
-      if (await check()) return Date.now() - started;
-    } catch (error) {
-      lastError = error;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? ` (last error: ${String(lastError)})` : ''}`);
-}
 
 export type { ApiServer };

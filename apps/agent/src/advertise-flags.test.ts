@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { routingBgpPlugin } from '@kube-router/routing-bgp';
+import { routingBgpOptions } from './catalog.js';
+import { FLAGS, parseFlags, type AgentConfig } from './flags.js';
+
+function config(argv: string[]): AgentConfig {
+  const result = parseFlags(argv, {});
+  if (!result.ok) throw new Error(`refused: ${result.stderr}`);
+  return result.config;
+}
+
+describe('--advertise-* and --override-nexthop', () => {
+  it('default to off, as in kube-router', () => {
+    expect(routingBgpOptions(config([]))).toMatchObject({
+      advertiseClusterIp: false,
+      advertiseExternalIp: false,
+      advertiseLoadBalancerIp: false,
+      advertisePodCidr: true,
+      overrideNextHop: false,
+    });
+  });
+
+  it('become the routing-bgp plugin options of the same names, which the plugin accepts', () => {
+    const options = routingBgpOptions(
+      config(['--advertise-cluster-ip', '--advertise-external-ip=true', '--advertise-loadbalancer-ip', '--advertise-pod-cidr=false', '--override-nexthop']),
+    );
+    expect(options).toMatchObject({
+      advertiseClusterIp: true,
+      advertiseExternalIp: true,
+      advertiseLoadBalancerIp: true,
+      advertisePodCidr: false,
+      overrideNextHop: true,
+    });
+    expect(routingBgpPlugin.options.parse(options)).toMatchObject({ advertiseLoadBalancerIp: true, overrideNextHop: true });
+  });
+
+  it('are implemented', () => {
+    for (const name of ['advertise-cluster-ip', 'advertise-external-ip', 'advertise-loadbalancer-ip', 'override-nexthop'] as const) {
+      expect(FLAGS[name].implemented, name).toBe(true);
+    }
+  });
+});

@@ -1,0 +1,225 @@
+import type { V1Node, V1Service } from '@kubernetes/client-node';
+import { ServiceRegistry, type Controller } from '@kube-router/controller';
+import { HealthRegistry } from '@kube-router/healthcheck';
+import { AgentMetrics } from '@kube-router/metrics';
+import { RecordingRunner } from '@kube-router/netfilter';
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { createRoutingController, type RoutingSettings } from './controller.js';
+import type { ApiPath, ApiPeer, DefinedSet, GlobalConfig, GobgpClient, PeerConfig, RoutingPolicy } from './gobgp-api.js';
+
+/**
+ * A stand-in for gobgpd's API, holding its global config, peers, paths and policy as gobgpd would. The same paths
+ * against a real gobgpd are in routing-bgp.real.test.ts and external-peers.real.test.ts; these tests make the faults
+ * (a refused policy, a throwing lister, an agent restarted beside a running gobgpd) that the real ones cannot.
+ */
+class FakeGobgpd {
+  global: GlobalConfig | undefined;
+  readonly peers = new Map<string, PeerConfig>();
+  readonly paths: ApiPath[] = [];
+  policy: RoutingPolicy | undefined;
+  readonly assignments = new Map<string, { policies: { name: string }[]; defaultAction: string }>();
+  /** Every neighbor set of every SetPolicies call, in order. */
+  readonly policyHistory: Record<string, string[]>[] = [];
+  readonly calls: string[] = [];
+  refusePolicies = false;
+
+  client(): GobgpClient {
+    const fake: Partial<Record<keyof GobgpClient, unknown>> = {
+      close: () => undefined,
+      waitReady: () => Promise.resolve(),
+      getBgp: () => Promise.resolve(this.global ? { asn: this.global.asn, routerId: this.global.routerId } : undefined),
+      startBgp: (global: GlobalConfig) => {
+        this.global = global;
+        return Promise.resolve();
+      },
+      listPeers: () => Promise.resolve([...this.peers.values()].map(listed)),
+      addPeer: (peer: PeerConfig) => {
+        this.calls.push(`add ${peer.neighborAddress}`);
+        this.peers.set(peer.neighborAddress, peer);
+        return Promise.resolve();
+      },
+      deletePeer: (address: string) => {
+        this.calls.push(`delete ${address}`);
+        this.peers.delete(address);
+        return Promise.resolve();
+      },
+      listGlobalPaths: () => Promise.resolve([...this.paths]),
+      addPath: (path: ApiPath) => {
+        this.paths.push(path);
+        return Promise.resolve();
+      },
+      deletePath: () => Promise.resolve(),
+      addPathsInBulk: () => Promise.resolve(),
+      setPolicies: (policy: RoutingPolicy) => {
+        if (this.refusePolicies) return Promise.reject(new Error('policy refused'));
+        this.policy = policy;
+        this.policyHistory.push(neighborSets(policy.definedSets));
+        return Promise.resolve();
+      },
+      getGlobalPolicyAssignment: (direction: string) => {
+        const assignment = this.assignments.get(direction);
+        return Promise.resolve(assignment && { name: 'global', direction, ...assignment });
+      },
+      setGlobalPolicyAssignment: (direction: string, names: readonly string[], defaultAction: string) => {
+        this.assignments.set(direction, { policies: names.map((name) => ({ name })), defaultAction });
+        return Promise.resolve();
+      },
+      softResetAllPeers: () => Promise.resolve(),
+      watchEvents: () => () => undefined,
+    };
+    return fake as unknown as GobgpClient;
+  }
+}
+
+function listed(peer: PeerConfig): ApiPeer {
+  return {
+    conf: { neighborAddress: peer.neighborAddress, peerAsn: peer.peerAsn, authPassword: peer.password ?? '' },
+    transport: { remotePort: peer.remotePort, ...(peer.localAddress && { localAddress: peer.localAddress }) },
+    timers: { config: { holdTime: peer.holdTimeSeconds } },
+    afiSafis: peer.families.map((afi) => ({ config: { family: { afi, safi: 'SAFI_UNICAST' }, enabled: true } })),
+  };
+}
+
+function neighborSets(sets: readonly DefinedSet[]): Record<string, string[]> {
+  return Object.fromEntries(sets.filter((set) => set.definedType === 'NEIGHBOR').map((set) => [set.name, set.list ?? []]));
+}
+
+const node = (name: string, address: string, annotations: Record<string, string> = {}): V1Node => ({
+  metadata: { name, annotations },
+  spec: { podCIDR: `10.${address.split('.')[3]}.0.0/24`, podCIDRs: [`10.${address.split('.')[3]}.0.0/24`] },
+  status: { addresses: [{ type: 'InternalIP', address }] },
+});
+
+function harness(options: { nodes: V1Node[]; settings?: Partial<RoutingSettings>; services?: () => V1Service[]; gobgpd?: FakeGobgpd }) {
+  const gobgpd = options.gobgpd ?? new FakeGobgpd();
+  let nodes = options.nodes;
+  const warnings: string[] = [];
+  const settings: RoutingSettings = {
+    syncPeriodMs: 60_000,
+    bgpPort: 1790,
+    holdTimeSeconds: 90,
+    clusterAsn: 64_512,
+    nodesFullMesh: true,
+    enableIbgp: true,
+    advertisePodCidr: true,
+    vipFlags: { advertiseClusterIp: false, advertiseExternalIp: false, advertiseLoadBalancerIp: false },
+    overrideNextHop: false,
+    enablePodEgress: false,
+    apiTarget: 'unix:///nowhere',
+    manageGobgpd: false,
+    gobgpdBinary: 'gobgpd',
+    apiTimeoutMs: 1_000,
+    restartGraceMs: 1_000,
+    peerRouters: [],
+    peerMultihopTtl: 0,
+    ...options.settings,
+  };
+  const controller: Controller = createRoutingController(
+    {
+      nodeName: 'node-1',
+      logger: pino({ level: 'silent' }),
+      metrics: new AgentMetrics({ collectDefaultMetrics: false }),
+      health: new HealthRegistry({ defaultGraceMs: 5_000 }),
+      services: new ServiceRegistry(),
+    },
+    {
+      nodes: { list: () => nodes, get: (name) => nodes.find((n) => n.metadata?.name === name), hasSynced: () => true },
+      onNodesChanged: () => () => undefined,
+      warn: (n, reason, message) => warnings.push(`${n.metadata?.name} ${reason}: ${message}`),
+      services: { list: options.services ?? (() => []), hasSynced: () => true },
+      endpointSlices: { listForService: () => [], hasSynced: () => true },
+      onServicesChanged: () => () => undefined,
+      warnService: (s, reason, message) => warnings.push(`${s.metadata?.name} ${reason}: ${message}`),
+    },
+    settings,
+    {
+      routes: { setRoutes: () => undefined, wantedRoutes: () => [] },
+      runner: new RecordingRunner().on('ip', { stdout: '[]' }),
+      gobgp: gobgpd.client(),
+    },
+  );
+  return {
+    gobgpd,
+    warnings,
+    setNodes: (next: V1Node[]) => (nodes = next),
+    async sync() {
+      await controller.start({ requestSync: () => undefined, signal: new AbortController().signal });
+      const outcome = await controller.runObservedSync('test');
+      return outcome.ok ? undefined : String((outcome.error as Error).message);
+    },
+  };
+}
+
+const mesh = [node('node-1', '10.0.0.1'), node('node-2', '10.0.0.2'), node('node-3', '10.0.0.3')];
+
+describe('the routing controller against a stand-in gobgpd', () => {
+  it('adds no peer while gobgpd has no policy: both peer stages fail with "policy not applied"', async () => {
+    const bgp = harness({ nodes: mesh, settings: { peerRouters: [{ address: '192.0.2.1', asn: 65_001 }] } });
+    bgp.gobgpd.refusePolicies = true;
+    const error = await bgp.sync();
+    expect(error).toMatch(/internal-peers.*policy not applied/s);
+    expect(error).toMatch(/external-peers.*policy not applied/s);
+    expect(bgp.gobgpd.peers.size).toBe(0);
+    bgp.gobgpd.refusePolicies = false;
+    expect(await bgp.sync()).toBeUndefined();
+    expect([...bgp.gobgpd.peers.keys()].sort()).toEqual(['10.0.0.2', '10.0.0.3', '192.0.2.1']);
+  });
+
+  it('after an agent restart beside a running gobgpd, its mesh peers are internal in the very first policy', async () => {
+    const gobgpd = new FakeGobgpd();
+    await harness({ nodes: mesh, gobgpd }).sync();
+    const restarted = harness({ nodes: mesh, gobgpd });
+    gobgpd.policyHistory.length = 0;
+    gobgpd.assignments.clear(); // a policy change forces the restarted agent to push one
+    expect(await restarted.sync()).toBeUndefined();
+    expect(gobgpd.policyHistory[0]).toMatchObject({ iBGPpeerset: ['10.0.0.2/32', '10.0.0.3/32'], externalpeerset: [] });
+  });
+
+  it('an external peer whose address becomes a Node is kept as an internal peer, never deleted', async () => {
+    const bgp = harness({ nodes: mesh.slice(0, 2), settings: { peerRouters: [{ address: '10.0.0.3', asn: 64_512, port: 1790 }] } });
+    expect(await bgp.sync()).toBeUndefined();
+    bgp.gobgpd.calls.length = 0;
+    bgp.setNodes(mesh);
+    const error = await bgp.sync();
+    expect(error).toContain('10.0.0.3 is a Node of the cluster');
+    expect(bgp.gobgpd.calls).not.toContain('delete 10.0.0.3');
+    expect(bgp.gobgpd.peers.get('10.0.0.3')?.localAddress).toBe('10.0.0.1');
+  });
+
+  it('a Service lister that throws fails the sync, and the peers are still configured', async () => {
+    const bgp = harness({
+      nodes: mesh,
+      services: () => {
+        throw new Error('lister broken');
+      },
+    });
+    expect(await bgp.sync()).toMatch(/vip-plan.*lister broken/s);
+    expect(bgp.gobgpd.peers.size).toBe(2);
+  });
+
+  it('listens on the node’s address by default, and on it (with a Warning) when kube-router.io/bgp-local-addresses is bad', async () => {
+    const plain = harness({ nodes: mesh });
+    await plain.sync();
+    expect(plain.gobgpd.global?.listenAddresses).toEqual(['10.0.0.1']);
+    const bad = harness({ nodes: [node('node-1', '10.0.0.1', { 'kube-router.io/bgp-local-addresses': '10.0.0.250' }), ...mesh.slice(1)] });
+    expect(await bad.sync()).toContain('bgp-local-addresses');
+    expect(bad.gobgpd.global?.listenAddresses).toEqual(['10.0.0.1']);
+    expect(bad.warnings.join()).toContain("InvalidBgpLocalAddresses: gobgpd listens on the node's addresses 10.0.0.1");
+  });
+
+  it('a duplicate or unusable external peer entry defers no removal; an annotation that does not parse does', async () => {
+    const annotated = (peers: string) => [node('node-1', '10.0.0.1', { 'kube-router.io/peers': peers }), ...mesh.slice(1)];
+    const bgp = harness({ nodes: annotated('[{remoteip: 192.0.2.1, remoteasn: 65001}, {remoteip: 192.0.2.2, remoteasn: 65002}]') });
+    expect(await bgp.sync()).toBeUndefined();
+    // One peer gone, the other listed twice: a permanent mistake, so 192.0.2.2 is removed at once.
+    bgp.setNodes(annotated('[{remoteip: 192.0.2.1, remoteasn: 65001}, {remoteip: 192.0.2.1, remoteasn: 65001}, {remoteip: "2001:db8::1", remoteasn: 65003}]'));
+    expect(await bgp.sync()).toMatch(/listed twice/);
+    expect(bgp.gobgpd.peers.has('192.0.2.2')).toBe(false);
+    expect(bgp.warnings.at(-1)).toMatch(/2 external BGP peer entries are not used \(the other peers are configured\)/);
+    // An entry that does not parse might be 192.0.2.1: it stays.
+    bgp.setNodes(annotated('[{remoteip: 192.0.2.3, remoteasn: 65003}, {remoteip: 192.0.2.1, remoteasn: nope}]'));
+    expect(await bgp.sync()).toMatch(/remoteasn/);
+    expect([...bgp.gobgpd.peers.keys()]).toContain('192.0.2.1');
+  });
+});
