@@ -25,7 +25,9 @@ import {
   type LabCluster,
   type LabUnderlay,
 } from '@kube-router/testkit';
-import { defaultCatalog, environmentFor, parseFlags, runCli } from '@kube-router/agent';
+import { hasTool } from '@kube-router/testkit';
+import { defaultCatalog, environmentFor, FLAGS, parseFlags, runCli } from '@kube-router/agent';
+import { startExternalRouter, type ExternalRouter } from './external-router.js';
 import { labCatalog } from './lab-catalog.js';
 import { killAndWait, NodeAgent, processesInNetns } from './node-agent.js';
 import { labSettings } from './settings.js';
@@ -61,6 +63,8 @@ if (!checked.ok) {
   process.exit(checked.exitCode);
 }
 const { health, metrics } = checked.config;
+/** kube-router's default --cluster-asn when the flag keeps its "unset" 0. */
+const nodeAsn = checked.config.routing.clusterAsn === 0 ? 64_512 : checked.config.routing.clusterAsn;
 if (defaultCatalog.router === undefined) log.warn('this build has no router plugin: pods on different nodes cannot reach each other');
 if (defaultCatalog['service-proxy'] !== undefined && !existsSync('/proc/net/ip_vs')) {
   log.warn('this kernel has no IPVS: the service proxy is off');
@@ -83,6 +87,7 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
   let underlay: LabUnderlay | undefined;
   let server: ApiServer | undefined;
   let cluster: LabCluster | undefined;
+  let router: ExternalRouter | undefined;
   const agents: NodeAgent[] = [];
   let stopping: Promise<number> | undefined;
 
@@ -105,6 +110,7 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
         }),
       );
       const failures: unknown[] = [];
+      await router?.stop().catch((error: unknown) => failures.push(error));
       await cluster?.stop().catch((error: unknown) => failures.push(error));
       // The pods' own processes are gone with the pods; anything else the agents left (a daemon) goes now.
       await killAndWait(leftovers, 5_000);
@@ -160,13 +166,15 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
           .map((pod) => node.waitForPod({ namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name ?? '' })),
       ),
     );
+    router = await startRouter(cluster);
+    const routerFlags = router ? externalRouterFlags(router) : [];
     for (const node of cluster.nodes) {
       agents.push(
         new NodeAgent({
           nodeName: node.nodeName,
           netns: node.nodeNetns,
           ...(settings.agentCli !== undefined && { cli: settings.agentCli }),
-          args: agentFlags([`--kubeconfig=${kubeconfig}`, `--hostname-override=${node.nodeName}`]),
+          args: agentFlags([`--kubeconfig=${kubeconfig}`, `--hostname-override=${node.nodeName}`, ...routerFlags]),
           logger: log,
           onLine: (stream, line) => (stream === 'stdout' ? process.stdout : process.stderr).write(`${line}\n`),
         }),
@@ -178,6 +186,39 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
       await Promise.all(agents.map((agent, index) => agent.waitForOk(`${urlOf(nodes[index]!.nodeIps[0]!, health.port)}/readyz`, 180_000, signal)));
     }
   }
+}
+
+/** The external BIRD router, when the build routes, the lab is not told otherwise and BIRD is installed. */
+async function startRouter(cluster: LabCluster): Promise<ExternalRouter | undefined> {
+  if (defaultCatalog.router === undefined || !settings.externalRouter) return undefined;
+  if (!hasTool('bird') || !hasTool('birdc')) {
+    log.warn('bird is not installed: the lab runs without its external router');
+    return undefined;
+  }
+  const router = await startExternalRouter({
+    runId: settings.runId,
+    underlay: cluster.underlay,
+    nodes: cluster.nodes,
+    nodeAsn,
+    dir: join(workdir, 'router'),
+  });
+  log.info(
+    { netns: router.netns, addresses: router.addresses, asn: router.asn, birdc: `birdc -s ${join(workdir, 'router', 'bird.ctl')}` },
+    'external router (BIRD) started',
+  );
+  return router;
+}
+
+/**
+ * The flags that peer every agent with the external router and have it announce LoadBalancer addresses, those of
+ * them that this build implements (an agent refuses a flag it does not implement).
+ */
+function externalRouterFlags(router: ExternalRouter): string[] {
+  const peering = FLAGS['peer-router-ips'].implemented && FLAGS['peer-router-asns'].implemented;
+  if (!peering) log.warn('this build does not implement --peer-router-ips: the external router has no sessions with the nodes');
+  const advertise = FLAGS['advertise-loadbalancer-ip'].implemented;
+  if (peering && !advertise) log.warn('this build does not implement --advertise-loadbalancer-ip: the router learns pod CIDRs only');
+  return [...(peering ? router.agentFlags : []), ...(peering && advertise ? ['--advertise-loadbalancer-ip=true'] : [])];
 }
 
 function urlOf(address: string, port: number): string {

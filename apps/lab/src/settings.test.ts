@@ -4,11 +4,11 @@ import { labSettings } from './settings.js';
 describe('labSettings', () => {
   it('defaults to two nodes, a random run id, the default underlay and any API port', () => {
     const settings = labSettings({});
-    expect(settings).toMatchObject({ nodes: 2, underlayCidrs: undefined, apiPort: 0, agentCli: undefined });
+    expect(settings).toMatchObject({ nodes: 2, underlayCidrs: undefined, apiPort: 0, agentCli: undefined, externalRouter: true });
     expect(settings.runId).toMatch(/^[a-z0-9]{1,6}$/);
   });
 
-  it('reads LAB_NODES, LAB_RUN_ID, LAB_UNDERLAY_CIDRS, LAB_API_PORT and LAB_AGENT_CLI', () => {
+  it('reads LAB_NODES, LAB_RUN_ID, LAB_UNDERLAY_CIDRS, LAB_API_PORT, LAB_AGENT_CLI and LAB_EXTERNAL_ROUTER', () => {
     expect(
       labSettings({
         LAB_NODES: '3',
@@ -16,13 +16,22 @@ describe('labSettings', () => {
         LAB_UNDERLAY_CIDRS: '10.250.9.0/24, fd00:10:250:9::/64',
         LAB_API_PORT: '6443',
         LAB_AGENT_CLI: '/opt/my-agent/cli.js',
+        LAB_EXTERNAL_ROUTER: 'false',
       }),
-    ).toEqual({ nodes: 3, runId: 'abc', underlayCidrs: ['10.250.9.0/24', 'fd00:10:250:9::/64'], apiPort: 6443, agentCli: '/opt/my-agent/cli.js' });
+    ).toEqual({
+      nodes: 3,
+      runId: 'abc',
+      underlayCidrs: ['10.250.9.0/24', 'fd00:10:250:9::/64'],
+      apiPort: 6443,
+      agentCli: '/opt/my-agent/cli.js',
+      externalRouter: false,
+    });
   });
 
   it('refuses a node count or port that makes no sense, naming the variable', () => {
     expect(() => labSettings({ LAB_NODES: '0' })).toThrow('LAB_NODES must be 1-200');
     expect(() => labSettings({ LAB_NODES: 'two' })).toThrow('LAB_NODES');
     expect(() => labSettings({ LAB_API_PORT: '70000' })).toThrow('LAB_API_PORT');
+    expect(() => labSettings({ LAB_EXTERNAL_ROUTER: 'yes' })).toThrow('LAB_EXTERNAL_ROUTER must be true or false');
   });
 });

@@ -16,6 +16,8 @@ export interface LabSettings {
    * `kube-router` CLI (apps/agent/src/cli.ts); a custom assembly's own CLI runs in the lab the same way.
    */
   agentCli: string | undefined;
+  /** LAB_EXTERNAL_ROUTER: "false" leaves out the external BIRD router. Default true (when the build has a router). */
+  externalRouter: boolean;
 }
 
 export function labSettings(env: NodeJS.ProcessEnv): LabSettings {
@@ -23,6 +25,10 @@ export function labSettings(env: NodeJS.ProcessEnv): LabSettings {
   if (!Number.isInteger(nodes) || nodes < 1 || nodes > 200) throw new Error(`LAB_NODES must be 1-200, not ${env.LAB_NODES}`);
   const apiPort = Number(env.LAB_API_PORT ?? 0);
   if (!Number.isInteger(apiPort) || apiPort < 0 || apiPort > 65535) throw new Error(`LAB_API_PORT must be a port, not ${env.LAB_API_PORT}`);
+  const externalRouter = env.LAB_EXTERNAL_ROUTER ?? 'true';
+  if (externalRouter !== 'true' && externalRouter !== 'false') {
+    throw new Error(`LAB_EXTERNAL_ROUTER must be true or false, not ${env.LAB_EXTERNAL_ROUTER}`);
+  }
   const underlay = env.LAB_UNDERLAY_CIDRS?.split(',').map((cidr) => cidr.trim()).filter(Boolean);
   return {
     nodes,
@@ -30,5 +36,6 @@ export function labSettings(env: NodeJS.ProcessEnv): LabSettings {
     underlayCidrs: underlay && underlay.length > 0 ? underlay : undefined,
     apiPort,
     agentCli: env.LAB_AGENT_CLI === undefined || env.LAB_AGENT_CLI === '' ? undefined : resolve(env.LAB_AGENT_CLI),
+    externalRouter: externalRouter === 'true',
   };
 }
