@@ -16,69 +16,15 @@ import { promisify } from 'node:util';
 import { addNetns, deleteNetns, ExecRunner } from '@kube-router/netfilter';
 import { startApiServer } from '@kube-router/testkit';
 import type { ApiServer } from '@kube-router/testkit';
-import { peerPodSetName, ruleSetKey } from '../src/names.js';
+import { reportBench } from '@kube-router/testkit/bench';
+import { NETPOL_BENCH_CLUSTER, benchFirstRule, benchLabelChange, benchPolicy, median, seedNetpolBenchCluster } from '@kube-router/testkit/netpol-conformance';
+import { ruleSetKey } from '@kube-router/netpol';
+import { peerPodSetName } from '../src/names.js';
 import { startTestEnforcer } from '../src/testing/enforcer.js';
 import type { TestEnforcer } from '../src/testing/enforcer.js';
 
 const run = promisify(execFile);
-const NODE = 'bench-node';
-const NAMESPACES = 50;
-const PODS_PER_NAMESPACE = 100;
-const LOCAL_PER_NAMESPACE = 4;
-const APPS = 20;
-
-function podIp(index: number): { v4: string; v6: string } {
-  return { v4: `10.128.${index >> 8}.${index & 255}`, v6: `fd00:128::${index.toString(16)}` };
-}
-
-function seedCluster(api: ApiServer): void {
-  for (let n = 0; n < NAMESPACES; n++) {
-    api.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: `ns-${n}`, labels: { team: `t-${n % 5}` } } } as never);
-  }
-  let index = 1;
-  for (let n = 0; n < NAMESPACES; n++) {
-    for (let p = 0; p < PODS_PER_NAMESPACE; p++) {
-      const local = p < LOCAL_PER_NAMESPACE;
-      const ip = podIp(index++);
-      api.create({
-        apiVersion: 'v1',
-        kind: 'Pod',
-        metadata: {
-          namespace: `ns-${n}`,
-          name: `pod-${p}`,
-          labels: { app: `app-${p % APPS}`, tier: `tier-${p % LOCAL_PER_NAMESPACE}` },
-        },
-        spec: {
-          nodeName: local ? NODE : `node-${p % 25}`,
-          containers: [{ name: 'c', image: 'x', ports: [{ name: 'http', containerPort: 8080 }] }],
-        },
-        status: { phase: 'Running', podIP: ip.v4, podIPs: [{ ip: ip.v4 }, { ip: ip.v6 }] },
-      } as never);
-    }
-  }
-}
-
-/** Policy k: selects one local pod (by tier) of namespace k % 50 and allows a few peers, some by namespace. */
-function policyObject(k: number): Record<string, unknown> {
-  const namespace = `ns-${k % NAMESPACES}`;
-  const from: unknown[] = [{ podSelector: { matchLabels: { app: `app-${k % APPS}` } } }];
-  if (k % 5 === 0) from.push({ namespaceSelector: { matchLabels: { team: `t-${k % 5}` } }, podSelector: { matchLabels: { app: `app-${(k + 1) % APPS}` } } });
-  if (k % 10 === 0) from.push({ ipBlock: { cidr: '192.168.0.0/16', except: ['192.168.1.0/24'] } });
-  const spec: Record<string, unknown> = {
-    podSelector: { matchLabels: { tier: `tier-${k % LOCAL_PER_NAMESPACE}` } },
-    ingress: [{ from, ports: [{ port: 80 + (k % 7) }, { port: 'http' }] }],
-  };
-  if (k % 4 === 0) {
-    spec.policyTypes = ['Ingress', 'Egress'];
-    spec.egress = [{ to: [{ podSelector: { matchLabels: { app: `app-${(k + 2) % APPS}` } } }], ports: [{ port: 53, protocol: 'UDP' }] }];
-  }
-  return { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { namespace, name: `policy-${k}` }, spec };
-}
-
-/** The set key of policy k's first ingress rule as policyObject writes it (every pod names port 8080 `http`). */
-function firstRuleKey(k: number): string {
-  return ruleSetKey({ index: 0, allPorts: false, ports: [{ protocol: 'TCP', port: 80 + (k % 7) }], namedPorts: [{ name: 'http', protocol: 'TCP' }] });
-}
+const { node: NODE } = NETPOL_BENCH_CLUSTER;
 
 async function metricSum(enforcer: TestEnforcer, name: string): Promise<number> {
   const metric = enforcer.metrics.registry.getSingleMetric(name);
@@ -114,22 +60,18 @@ const LABEL_SCENARIOS = 5;
 async function labelChangeToEnforced(api: ApiServer, netns: string, policyCount: number): Promise<number[]> {
   const samples: number[] = [];
   for (let index = 0; index < LABEL_ROUNDS; index++) {
-    const round = index % LABEL_SCENARIOS;
-    const k = (round * 37) % policyCount;
-    const namespace = `ns-${k % NAMESPACES}`;
-    // A remote pod of that namespace that the policy's first peer does not select yet.
-    const p = 10 + round * 2 + ((k % APPS) === (10 + round * 2) % APPS ? 1 : 0);
-    const ip = podIp(1 + (k % NAMESPACES) * PODS_PER_NAMESPACE + p).v4;
-    const set = peerPodSetName(`${namespace}/policy-${k}`, 'ingress', firstRuleKey(k), 'ipv4');
+    // A remote pod of policy k's namespace that the policy's first peer does not select yet.
+    const { k, namespace, pod, ip, joined, own } = benchLabelChange(index % LABEL_SCENARIOS, policyCount);
+    const set = peerPodSetName(`${namespace}/policy-${k}`, 'ingress', ruleSetKey(benchFirstRule(k)), 'ipv4');
     if (await inSet(netns, set, ip)) throw new Error(`bench setup: ${ip} already in ${set}`);
     const started = performance.now();
-    api.patch('v1', 'Pod', namespace, `pod-${p}`, { metadata: { labels: { app: `app-${k % APPS}` } } }, 'merge');
+    api.patch('v1', 'Pod', namespace, pod, { metadata: { labels: { app: joined } } }, 'merge');
     while (!(await inSet(netns, set, ip))) {
       if (performance.now() - started > 30_000) throw new Error('label change not enforced within 30 s');
     }
     samples.push(performance.now() - started);
     // Put the label back so that the next round starts from the same state.
-    api.patch('v1', 'Pod', namespace, `pod-${p}`, { metadata: { labels: { app: `app-${p % APPS}` } } }, 'merge');
+    api.patch('v1', 'Pod', namespace, pod, { metadata: { labels: { app: own } } }, 'merge');
     while (await inSet(netns, set, ip)) await new Promise((resolve) => setTimeout(resolve, 5));
     // Let the minimum sync interval pass, so that every sample starts from an idle loop.
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -145,14 +87,13 @@ async function startScheduler(enforcer: TestEnforcer): Promise<void> {
 
 const benchStart = performance.now();
 const step = (what: string) => console.error(`[${((performance.now() - benchStart) / 1000).toFixed(1)} s] ${what}`);
-const median = (values: readonly number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
 const ms = (value: number) => `${value.toFixed(0)} ms`;
 
 async function main(): Promise<void> {
   const runner = new ExecRunner();
-  const id = randomBytes(3).toString('hex');
-  const netns = `krt-${id}-bench`;
-  const bareNetns = `krt-${id}-bare`;
+  const id = randomBytes(2).toString('hex');
+  const netns = `nf${id}-bench`;
+  const bareNetns = `nf${id}-bare`;
   const dir = await mkdtemp(join(tmpdir(), 'krt-bench-'));
   await addNetns(runner, netns);
   await addNetns(runner, bareNetns);
@@ -160,9 +101,9 @@ async function main(): Promise<void> {
   let enforcer: TestEnforcer | undefined;
   try {
     const kubeconfig = await api.writeKubeconfig();
-    seedCluster(api);
+    seedNetpolBenchCluster(api);
     step('seeded');
-    for (let k = 0; k < 500; k++) api.create(policyObject(k) as never);
+    for (let k = 0; k < 500; k++) api.create(benchPolicy(k) as never);
 
     enforcer = await startTestEnforcer(
       { kubeconfig, nodeName: NODE, netns },
@@ -180,7 +121,7 @@ async function main(): Promise<void> {
     step('label changes with 500 policies measured');
 
     // Phase 2: 1,000 policies. A fresh agent does the full sync from an empty kernel for the timing.
-    for (let k = 500; k < 1000; k++) api.create(policyObject(k) as never);
+    for (let k = 500; k < 1000; k++) api.create(benchPolicy(k) as never);
     await enforcer.stop();
     await inNetns(netns, 'iptables', ['-F']);
     for (const tool of ['iptables', 'ip6tables']) {
@@ -232,7 +173,7 @@ async function main(): Promise<void> {
     const memory = process.memoryUsage();
 
     const lines = [
-      `netpol-iptables sync benchmark: ${NAMESPACES * PODS_PER_NAMESPACE} pods (${NAMESPACES * LOCAL_PER_NAMESPACE} on this node), 1000 policies, IPv4 + IPv6`,
+      `netpol-iptables sync benchmark: 5000 pods (200 on this node), 1000 policies, IPv4 + IPv6`,
       `  kernel objects: ${chains} chains, ${sets} ipsets`,
       `  full sync from an empty kernel: ${ms(fullMs)} (compute: compile + render ${ms(computeMs)}, kernel apply including the first read of the kernel ${ms(applyMs)})`,
       `  bare ipset restore + iptables-restore + ip6tables-restore of the same rules: ${ms(bareMs)}`,
@@ -244,6 +185,22 @@ async function main(): Promise<void> {
       `  peak RSS ${(usage.maxRSS / 1024).toFixed(0)} MiB, heap used now ${(memory.heapUsed / 2 ** 20).toFixed(0)} MiB (the embedded API server with 5000 pods runs in the same process)`,
     ];
     console.log(lines.join('\n'));
+    reportBench(
+      {
+        plugin: 'netpol-iptables',
+        figures: [
+          { name: 'full sync / bare restore', value: fullMs / bareMs, unit: 'x', better: 'lower' },
+          { name: 'label change to enforced, 1000 / 500 policies', value: median(at1000) / median(at500), unit: 'x', better: 'lower' },
+          { name: 'full sync', value: fullMs, unit: 'ms', better: 'lower' },
+          { name: 'bare restore', value: bareMs, unit: 'ms', better: 'lower' },
+          { name: 'steady-state sync', value: steadyMs, unit: 'ms', better: 'lower' },
+          { name: 'label change to enforced median, 500 policies', value: median(at500), unit: 'ms', better: 'lower' },
+          { name: 'label change to enforced median, 1000 policies', value: median(at1000), unit: 'ms', better: 'lower' },
+          { name: 'peak RSS', value: usage.maxRSS / 1024, unit: 'MiB', better: 'lower' },
+        ],
+      },
+      { log: false },
+    );
   } finally {
     await enforcer?.stop().catch(() => undefined);
     await api.close();

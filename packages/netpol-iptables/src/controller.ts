@@ -1,61 +1,37 @@
-import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import { createSyncController, SyncFailures, messageOf } from '@kube-router/controller';
+import { createSyncController, SyncFailures } from '@kube-router/controller';
 import type { Controller, PluginContext } from '@kube-router/controller';
 import { FailFastSession, Ipset, Iptables, Mutex } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
-import { nodePodCidrs } from '@kube-router/kube';
-import type { NodePodCidrSource } from '@kube-router/kube';
-import { PolicyCompiler, policyProblemReports } from '@kube-router/netpol';
-import type {
-  IpFamily,
-  NamespaceLike,
-  NetworkPolicyLike,
-  PodLike,
-  PolicyModel,
+import {
+  NETPOL_CONTROLLER,
+  PolicyCompiler,
+  PolicyRenders,
+  PolicyWarnings,
+  defaultDenyPodCidrs,
+  netpolFamilies,
+  reportPolicyProblems,
+  reportRefusedPolicies,
 } from '@kube-router/netpol';
+import type { IpFamily, NetpolSources } from '@kube-router/netpol';
 import { KernelApplier } from './kernel.js';
-import type { ApplyResult, DesiredState } from './kernel.js';
+import type { DesiredState } from './kernel.js';
 import { NetpolMetrics } from './metrics.js';
 import type { ResolvedNetpolIptablesOptions } from './options.js';
 import { removeNftablesLeftovers } from './nftables-leftovers.js';
 import { cidrFamily, renderLocalPodsSet, renderNode } from './render-node.js';
 import { renderPolicy } from './render-policy.js';
-import type { PolicyRender } from './render-policy.js';
-
-export const NETPOL_CONTROLLER = 'netpol';
-
-/** Where the controller reads the cluster from: the agent's informers, or anything shaped like them. */
-export interface NetpolSources {
-  pods(): readonly PodLike[];
-  namespaces(): readonly NamespaceLike[];
-  policies(): readonly NetworkPolicyLike[];
-  /** False until every source has loaded its first list: a sync before that would open every pod. */
-  hasSynced(): boolean;
-  /** Calls `handler` after pods, namespaces or policies changed; returns a function that removes it. */
-  onChange(handler: () => void): () => void;
-  /** Records a Warning event on a NetworkPolicy. */
-  warnPolicy(namespace: string, name: string, reason: string, message: string): void;
-  /** This node's Node object, for its pod CIDRs (--netpol-default-deny); undefined until known. */
-  node?(): NodePodCidrSource | undefined;
-}
 
 export interface NetpolControllerDeps {
   readonly sources: NetpolSources;
   readonly runner: CommandRunner;
 }
 
-/** Rendering yields to the event loop after this much work, so that /healthz and informers keep answering. */
-const SLICE_MS = 10;
-
 export function createNetpolController(
   ctx: PluginContext,
   deps: NetpolControllerDeps,
   options: ResolvedNetpolIptablesOptions,
 ): Controller {
-  const families: IpFamily[] = [];
-  if (options.enableIpv4) families.push('ipv4');
-  if (options.enableIpv6) families.push('ipv6');
-  if (families.length === 0) throw new Error('netpol: enableIpv4 and enableIpv6 are both false');
+  const families = netpolFamilies(options);
   // Fail at start on a bad range rather than at the first sync.
   for (const range of [...options.serviceClusterIpRanges, ...options.serviceExternalIpRanges]) cidrFamily(range);
 
@@ -81,42 +57,11 @@ export function createNetpolController(
     timings: metrics,
   });
   const compiler = new PolicyCompiler({ nodeName: ctx.nodeName });
-  const renders = new Map<string, PolicyRender>();
-  const reported = new Set<string>();
+  const renders = new PolicyRenders((policy) => renderPolicy(policy, families));
+  const warnings = new PolicyWarnings((...args) => deps.sources.warnPolicy(...args));
   const exclusive = new Mutex();
   let unsubscribe: (() => void) | undefined;
   let nftablesLeftoversRemoved = false;
-
-  const renderPolicies = async (model: PolicyModel, progress: () => void): Promise<PolicyRender[]> => {
-    const result: PolicyRender[] = [];
-    const current = new Set<string>();
-    let sliceStart = performance.now();
-    for (const policy of model.policies) {
-      current.add(policy.id);
-      let render = renders.get(policy.id);
-      if (render?.fingerprint !== policy.fingerprint) {
-        render = renderPolicy(policy, families);
-        renders.set(policy.id, render);
-      }
-      result.push(render);
-      if (performance.now() - sliceStart > SLICE_MS) {
-        await yieldToEventLoop();
-        progress();
-        sliceStart = performance.now();
-      }
-    }
-    for (const id of renders.keys()) if (!current.has(id)) renders.delete(id);
-    return result;
-  };
-
-  const report = (seen: Set<string>, policyId: string, reason: string, message: string) => {
-    const key = `${policyId}\0${reason}\0${message}`;
-    seen.add(key);
-    if (reported.has(key)) return;
-    reported.add(key);
-    const [namespace = '', name = ''] = policyId.split('/');
-    deps.sources.warnPolicy(namespace, name, reason, message);
-  };
 
   const sync = async (progress: () => void, signal: AbortSignal, reason: string): Promise<void> => {
     if (!deps.sources.hasSynced()) {
@@ -124,23 +69,15 @@ export function createNetpolController(
     }
     const started = performance.now();
     const failures = new SyncFailures();
-    let podCidrs: string[] = [];
-    if (options.defaultDeny) {
-      try {
-        podCidrs = nodePodCidrs(deps.sources.node?.());
-        if (podCidrs.length === 0) throw new Error(`node ${ctx.nodeName} has no pod CIDRs (spec.podCIDRs or kube-router.io/pod-cidrs)`);
-      } catch (error) {
-        // Nothing to guard with: everything else is still programmed, and the sync fails so that the operator sees it.
-        failures.add('default-deny', error);
-      }
-    }
-    const model = compiler.compile({
+    const podCidrs = options.defaultDeny ? defaultDenyPodCidrs(deps.sources, ctx.nodeName, failures) : [];
+    // In slices: a full compile of a large cluster would otherwise hold the event loop for seconds (/healthz, watches).
+    const model = await compiler.compileAsync({
       pods: deps.sources.pods(),
       namespaces: deps.sources.namespaces(),
       policies: deps.sources.policies(),
     });
     progress();
-    const policyRenders = await renderPolicies(model, progress);
+    const policyRenders = await renders.update(model, progress);
     const computeSeconds = (performance.now() - started) / 1000;
     metrics.computeTime.observe(computeSeconds);
     signal.throwIfAborted();
@@ -166,10 +103,13 @@ export function createNetpolController(
       }
     }
 
-    const seen = new Set<string>();
-    const failedClosed = reportProblems(model, failures, (id, why, message) => report(seen, id, why, message));
-    recordApplyFailures(result, failures, failedClosed, (id, why, message) => report(seen, id, why, message));
-    for (const key of [...reported]) if (!seen.has(key)) reported.delete(key);
+    warnings.begin();
+    const failedClosed = reportPolicyProblems(model, failures, warnings);
+    reportRefusedPolicies(result.failedPolicies, failures, failedClosed, warnings);
+    warnings.end();
+    for (const [family, error] of result.nodeFailures) failures.add(`node/${family}`, error);
+    for (const [set, error] of result.setFailures) failures.add(`ipset/${set}`, error);
+    for (const [chains, error] of result.chainFailures) failures.add(`stale-chains/${chains}`, error);
 
     const counts = applier.counts();
     metrics.policyChains.set(counts.chains);
@@ -208,37 +148,4 @@ export function createNetpolController(
       unsubscribe = undefined;
     },
   });
-}
-
-/** Joins invalid policies (those selecting local pods) into the sync error; returns the ids failed closed. */
-function reportProblems(
-  model: PolicyModel,
-  failures: SyncFailures,
-  report: (policyId: string, reason: string, message: string) => void,
-): Set<string> {
-  const failedClosed = new Set<string>();
-  for (const problem of policyProblemReports(model)) {
-    if (problem.failsClosed) {
-      failedClosed.add(problem.policy);
-      failures.add(`policy/${problem.policy}`, new Error(problem.message));
-    }
-    report(problem.policy, problem.reason, problem.message);
-  }
-  return failedClosed;
-}
-
-function recordApplyFailures(
-  result: ApplyResult,
-  failures: SyncFailures,
-  failedClosed: Set<string>,
-  report: (policyId: string, reason: string, message: string) => void,
-): void {
-  for (const [id, error] of result.failedPolicies) {
-    failedClosed.add(id);
-    failures.add(`policy/${id}`, error);
-    report(id, 'NetworkPolicyNotProgrammed', `the kernel refused the policy's rules, its pods fail closed: ${messageOf(error)}`);
-  }
-  for (const [family, error] of result.nodeFailures) failures.add(`node/${family}`, error);
-  for (const [set, error] of result.setFailures) failures.add(`ipset/${set}`, error);
-  for (const [chains, error] of result.chainFailures) failures.add(`stale-chains/${chains}`, error);
 }

@@ -4,7 +4,8 @@ import { AgentMetrics } from '@kube-router/metrics';
 import { RecordingRunner } from '@kube-router/netfilter';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { createNetpolController, type NetpolSources } from './controller.js';
+import type { NetpolSources } from '@kube-router/netpol';
+import { createNetpolController } from './controller.js';
 import { netpolIptablesOptions } from './options.js';
 
 const COMMAND_TIMEOUT_MS = 300;

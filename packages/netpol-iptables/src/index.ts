@@ -1,7 +1,10 @@
-export { createNetpolIptablesPlugin, informerSources, netpolIptablesPlugin } from './plugin.js';
+export { createNetpolIptablesPlugin, netpolIptablesPlugin } from './plugin.js';
 export type { NetpolIptablesPluginOverrides } from './plugin.js';
-export { createNetpolController, NETPOL_CONTROLLER } from './controller.js';
-export type { NetpolControllerDeps, NetpolSources } from './controller.js';
+export { createNetpolController } from './controller.js';
+export type { NetpolControllerDeps } from './controller.js';
+// Backend-neutral, from @kube-router/netpol: re-exported so that either plugin's users find them where they were.
+export { informerSources, NETPOL_CONTROLLER } from '@kube-router/netpol';
+export type { NetpolSources } from '@kube-router/netpol';
 export { netpolIptablesOptions } from './options.js';
 export type { NetpolIptablesOptions, ResolvedNetpolIptablesOptions } from './options.js';
 export { KernelApplier } from './kernel.js';
@@ -12,18 +15,5 @@ export { renderNode } from './render-node.js';
 export type { NodeRenderOptions } from './render-node.js';
 export type { ChainRender, SetRender } from './rules.js';
 export { NetpolMetrics } from './metrics.js';
-export {
-  ACCEPT_MARK,
-  COMMON_CHAIN,
-  DEFAULT_CHAIN,
-  NFLOG_GROUP,
-  POLICY_MARK,
-  TOP_CHAINS,
-  ipBlockSetName,
-  namedPortSetName,
-  peerPodSetName,
-  ruleSetKey,
-  podChainName,
-  policyChainName,
-  targetSetName,
-} from './names.js';
+export { ACCEPT_MARK, POLICY_MARK, TOP_CHAINS, ipBlockSetName, namedPortSetName, peerPodSetName, targetSetName } from './names.js';
+export { COMMON_CHAIN, DEFAULT_CHAIN, NFLOG_GROUP, ruleSetKey, podChainName, policyChainName } from '@kube-router/netpol';

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { policyChainName } from './names.js';
-import { mismatches } from './testing/probes.js';
+import { policyChainName } from '@kube-router/netpol';
+import { mismatches } from '@kube-router/testkit/netpol-conformance';
 import { missingForRealTests, startWorld, type World } from './testing/world.js';
 
 const missing = missingForRealTests();

@@ -3,10 +3,17 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { KernelApplier } from './kernel.js';
 import type { DesiredState } from './kernel.js';
-import { TEMP_SET, policyChainName, targetSetName } from './names.js';
+import { TEMP_SET, targetSetName } from './names.js';
+import { policyChainName } from '@kube-router/netpol';
 import { renderNode } from './render-node.js';
 import { renderPolicy } from './render-policy.js';
-import { policy, smallCluster } from './testing/fixtures.js';
+import { compileNetworkPolicies } from '@kube-router/netpol';
+import type { NetworkPolicyLike } from '@kube-router/netpol';
+import { fixturePolicy as policy, smallClusterInput } from '@kube-router/testkit/netpol-conformance';
+import type { FixturePod } from '@kube-router/testkit/netpol-conformance';
+
+const smallCluster = (policies: readonly NetworkPolicyLike[], extraPods: readonly FixturePod[] = []) =>
+  compileNetworkPolicies(smallClusterInput(policies, extraPods));
 
 // A fake runner beside the real tests of the same path (netpol.real.test.ts, restart.real.test.ts): here the point
 // is exactly which chains and sets each sync writes.

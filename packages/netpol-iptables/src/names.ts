@@ -1,5 +1,15 @@
-import { createHash } from 'node:crypto';
+import {
+  COMMON_CHAIN,
+  DEFAULT_CHAIN,
+  DESTINATION_SET_PREFIX,
+  POD_CHAIN_PREFIX,
+  POLICY_CHAIN_PREFIX,
+  SOURCE_SET_PREFIX,
+  TAIL_CHAIN,
+  stableHash,
+} from '@kube-router/netpol';
 import type { Direction, IpFamily } from '@kube-router/netpol';
+
 
 /** Top-level chains, jumped to from the built-in chain of the same role. */
 export const TOP_CHAINS = {
@@ -10,24 +20,11 @@ export const TOP_CHAINS = {
 export type BuiltinChain = keyof typeof TOP_CHAINS;
 export const BUILTIN_CHAINS = Object.keys(TOP_CHAINS) as BuiltinChain[];
 
-/** Stateful rules every pod chain runs first (invalid drop, established accept, ICMP). */
-export const COMMON_CHAIN = 'KUBE-NWPLCY-COMMON';
-/** Marks a packet as allowed by a policy; the target of rules that allow everything. */
-export const DEFAULT_CHAIN = 'KUBE-NWPLCY-DEFAULT';
-/**
- * The end of each top-level chain with --netpol-default-deny: rejects addresses of the node's pod CIDRs that are not
- * in the local pods set (pods whose rules are not programmed yet), then accepts what a pod chain passed.
- */
-export const TAIL_CHAIN = 'KUBE-NWPLCY-TAIL';
 /** kube-router's names of the local pods set; IPv6 sets carry the `inet6:` prefix as kube-router's do. */
 export const LOCAL_PODS_SETS: Readonly<Record<IpFamily, string>> = {
   ipv4: 'kube-router-local-pods',
   ipv6: 'inet6:kube-router-local-pods',
 };
-export const POD_CHAIN_PREFIX = 'KUBE-POD-FW-';
-export const POLICY_CHAIN_PREFIX = 'KUBE-NWPLCY-';
-export const SOURCE_SET_PREFIX = 'KUBE-SRC-';
-export const DESTINATION_SET_PREFIX = 'KUBE-DST-';
 /** Filled and swapped in for each set replacement, destroyed right after. */
 export const TEMP_SET = 'KUBE-TMP-NETPOL';
 
@@ -35,23 +32,6 @@ export const TEMP_SET = 'KUBE-TMP-NETPOL';
 export const POLICY_MARK = '0x10000/0x10000';
 /** Set by a pod chain that let the packet through; the top-level chains accept packets carrying it. */
 export const ACCEPT_MARK = '0x20000/0x20000';
-export const NFLOG_GROUP = 100;
-
-/**
- * Names come from what an object is (policy id or pod key, direction, family, role), never from its content, so
- * that they stay the same across syncs and restarts and a restarted agent finds its own objects in place.
- */
-export function stableHash(...parts: readonly (string | number)[]): string {
-  return createHash('sha256').update(parts.join('\0')).digest('hex').slice(0, 16).toUpperCase();
-}
-
-export function podChainName(podId: string, direction: Direction, family: IpFamily): string {
-  return `${POD_CHAIN_PREFIX}${stableHash('pod', podId, direction, family)}`;
-}
-
-export function policyChainName(policyId: string, direction: Direction, family: IpFamily): string {
-  return `${POLICY_CHAIN_PREFIX}${stableHash('policy', policyId, direction, family)}`;
-}
 
 /** The policy's local target pods. */
 export function targetSetName(policyId: string, family: IpFamily): string {
@@ -63,17 +43,6 @@ export function targetSetName(policyId: string, family: IpFamily): string {
  * Two rules that differ in what they match never share a set name, so when rules are removed or reordered a set
  * never takes on another rule's peers while the old chain still pairs it with the old ports.
  */
-export function ruleSetKey(rule: {
-  index: number;
-  allPorts: boolean;
-  ports: readonly { protocol: string; port?: number; endPort?: number }[];
-  namedPorts: readonly { name: string; protocol: string }[];
-}): string {
-  const ports = rule.ports.map((p) => `${p.protocol}:${p.port ?? ''}-${p.endPort ?? ''}`);
-  const named = rule.namedPorts.map((p) => `${p.protocol}:${p.name}`);
-  return `${rule.index}|${rule.allPorts ? 'all' : [...ports, ...named].sort().join(',')}`;
-}
-
 /** Peer pods of one rule (see ruleSetKey): sources for ingress, destinations for egress. */
 export function peerPodSetName(policyId: string, direction: Direction, ruleKey: string, family: IpFamily): string {
   const prefix = direction === 'ingress' ? SOURCE_SET_PREFIX : DESTINATION_SET_PREFIX;

@@ -1,7 +1,7 @@
 import { sample } from '@kube-router/controller/contract';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { targetSetName } from './names.js';
-import { mismatches } from './testing/probes.js';
+import { mismatches } from '@kube-router/testkit/netpol-conformance';
 import type { TestEnforcer } from './testing/enforcer.js';
 import { missingForRealTests, startWorld } from './testing/world.js';
 import type { World } from './testing/world.js';

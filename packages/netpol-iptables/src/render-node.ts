@@ -1,17 +1,7 @@
 import ipaddr from 'ipaddr.js';
 import type { Direction, IpFamily, LocalPod, PolicyModel } from '@kube-router/netpol';
-import {
-  ACCEPT_MARK,
-  COMMON_CHAIN,
-  DEFAULT_CHAIN,
-  LOCAL_PODS_SETS,
-  NFLOG_GROUP,
-  POLICY_MARK,
-  TAIL_CHAIN,
-  TOP_CHAINS,
-  podChainName,
-  policyChainName,
-} from './names.js';
+import { ACCEPT_MARK, LOCAL_PODS_SETS, POLICY_MARK, TOP_CHAINS } from './names.js';
+import { COMMON_CHAIN, DEFAULT_CHAIN, NFLOG_GROUP, TAIL_CHAIN, podChainName, policyChainName } from '@kube-router/netpol';
 import { chain, comment, ipset } from './rules.js';
 import type { ChainRender, SetRender } from './rules.js';
 

@@ -1,16 +1,8 @@
 import type { CompiledPolicy, CompiledRule, Direction, IpFamily, PortRange } from '@kube-router/netpol';
 import { ipsetNetElements } from '@kube-router/netfilter';
 import type { IpsetMember } from '@kube-router/netfilter';
-import {
-  DEFAULT_CHAIN,
-  POLICY_MARK,
-  ipBlockSetName,
-  namedPortSetName,
-  peerPodSetName,
-  ruleSetKey,
-  policyChainName,
-  targetSetName,
-} from './names.js';
+import { POLICY_MARK, ipBlockSetName, namedPortSetName, peerPodSetName, targetSetName } from './names.js';
+import { DEFAULT_CHAIN, ruleSetKey, policyChainName } from '@kube-router/netpol';
 import { chain, comment, ipset } from './rules.js';
 import type { ChainRender, SetRender } from './rules.js';
 

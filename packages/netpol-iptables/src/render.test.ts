@@ -1,18 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import {
-  COMMON_CHAIN,
-  TOP_CHAINS,
-  ipBlockSetName,
-  namedPortSetName,
-  peerPodSetName,
-  ruleSetKey,
-  podChainName,
-  policyChainName,
-  targetSetName,
-} from './names.js';
+import { TOP_CHAINS, ipBlockSetName, namedPortSetName, peerPodSetName, targetSetName } from './names.js';
+import { COMMON_CHAIN, ruleSetKey, podChainName, policyChainName } from '@kube-router/netpol';
 import { renderNode } from './render-node.js';
 import { renderPolicy } from './render-policy.js';
-import { policy, smallCluster } from './testing/fixtures.js';
+import { compileNetworkPolicies } from '@kube-router/netpol';
+import type { NetworkPolicyLike } from '@kube-router/netpol';
+import { fixturePolicy as policy, smallClusterInput } from '@kube-router/testkit/netpol-conformance';
+import type { FixturePod } from '@kube-router/testkit/netpol-conformance';
+
+const smallCluster = (policies: readonly NetworkPolicyLike[], extraPods: readonly FixturePod[] = []) =>
+  compileNetworkPolicies(smallClusterInput(policies, extraPods));
 
 const NODE_OPTIONS = {
   defaultDeny: false,

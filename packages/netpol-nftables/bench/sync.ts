@@ -1,8 +1,13 @@
 /**
- * Full-sync and event-to-enforced benchmark of the netpol nftables plugin against the real kernel (fresh network
- * namespaces), the embedded API server and the plugin's informers, on the iptables benchmark's cluster: 5,000 pods
- * (200 on this node), 1,000 policies, IPv4 + IPv6. In the same run: the bare `nft -f` of the same ruleset, and the
- * iptables backend's full sync of the same cluster.
+ * Full-sync and event-to-enforced benchmark of the netpol nftables plugin against the real kernel, the embedded API
+ * server and the plugin's informers, on the iptables benchmark's cluster: 5,000 pods (200 on this node), 1,000
+ * policies, IPv4 + IPv6. In the same run: the bare `nft -f` of the same ruleset, our own transaction replayed by
+ * hand, and the iptables backend's full sync of the same cluster.
+ *
+ * The full syncs, the bare applies and the replays are interleaved, ROUNDS of each, and every one of them writes
+ * into a network namespace of its own created for it, so each starts from the same kernel state (an empty one with
+ * no table torn down just before: the kernel frees a deleted table's objects in the background, on the same CPUs).
+ * The figures are medians.
  *
  *   npm run bench -w @kube-router/netpol-nftables
  *
@@ -14,77 +19,43 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import type { ControllerPlugin } from '@kube-router/controller';
 import { addNetns, deleteNetns, ExecRunner } from '@kube-router/netfilter';
-import type { CommandResult, CommandRunner, CommandSpec } from '@kube-router/netfilter';
 import { createNetpolIptablesPlugin } from '@kube-router/netpol-iptables';
+import type { CommandResult, CommandRunner, CommandSpec } from '@kube-router/netfilter';
 import { startApiServer } from '@kube-router/testkit';
 import type { ApiServer } from '@kube-router/testkit';
-import { ruleSetKey, ruleSetName } from '../src/names.js';
+import { reportBench } from '@kube-router/testkit/bench';
+import {
+  BENCH_PROBE_LABEL,
+  BENCH_PROBE_RULE,
+  NETPOL_BENCH_CLUSTER,
+  benchFirstRule,
+  benchLabelChange,
+  benchPolicy,
+  benchProbeAnchor,
+  benchProbeChange,
+  benchProbePolicy,
+  median,
+  percentile,
+  seedNetpolBenchCluster,
+} from '@kube-router/testkit/netpol-conformance';
+import { ruleSetKey } from '@kube-router/netpol';
+import { ruleSetName } from '../src/names.js';
 import { startTestEnforcer } from '../src/testing/enforcer.js';
 import type { TestEnforcer } from '../src/testing/enforcer.js';
 
 const run = promisify(execFile);
-const NODE = 'bench-node';
-const NAMESPACES = 50;
-const PODS_PER_NAMESPACE = 100;
-const LOCAL_PER_NAMESPACE = 4;
-const APPS = 20;
+const { node: NODE } = NETPOL_BENCH_CLUSTER;
 const TABLES = ['ip kube-router-filter-ipv4', 'ip6 kube-router-filter-ipv6'];
-
-function podIp(index: number): { v4: string; v6: string } {
-  return { v4: `10.128.${index >> 8}.${index & 255}`, v6: `fd00:128::${index.toString(16)}` };
-}
-
-function seedCluster(api: ApiServer): void {
-  for (let n = 0; n < NAMESPACES; n++) {
-    api.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: `ns-${n}`, labels: { team: `t-${n % 5}` } } } as never);
-  }
-  let index = 1;
-  for (let n = 0; n < NAMESPACES; n++) {
-    for (let p = 0; p < PODS_PER_NAMESPACE; p++) {
-      const local = p < LOCAL_PER_NAMESPACE;
-      const ip = podIp(index++);
-      api.create({
-        apiVersion: 'v1',
-        kind: 'Pod',
-        metadata: { namespace: `ns-${n}`, name: `pod-${p}`, labels: { app: `app-${p % APPS}`, tier: `tier-${p % LOCAL_PER_NAMESPACE}` } },
-        spec: {
-          nodeName: local ? NODE : `node-${p % 25}`,
-          containers: [{ name: 'c', image: 'x', ports: [{ name: 'http', containerPort: 8080 }] }],
-        },
-        status: { phase: 'Running', podIP: ip.v4, podIPs: [{ ip: ip.v4 }, { ip: ip.v6 }] },
-      } as never);
-    }
-  }
-}
-
-/** Policy k, as in the iptables benchmark: one local pod (by tier) of namespace k % 50, a few peers, some by namespace. */
-function policyObject(k: number): Record<string, unknown> {
-  const namespace = `ns-${k % NAMESPACES}`;
-  const from: unknown[] = [{ podSelector: { matchLabels: { app: `app-${k % APPS}` } } }];
-  if (k % 5 === 0) from.push({ namespaceSelector: { matchLabels: { team: `t-${k % 5}` } }, podSelector: { matchLabels: { app: `app-${(k + 1) % APPS}` } } });
-  if (k % 10 === 0) from.push({ ipBlock: { cidr: '192.168.0.0/16', except: ['192.168.1.0/24'] } });
-  const spec: Record<string, unknown> = {
-    podSelector: { matchLabels: { tier: `tier-${k % LOCAL_PER_NAMESPACE}` } },
-    ingress: [{ from, ports: [{ port: 80 + (k % 7) }, { port: 'http' }] }],
-  };
-  if (k % 4 === 0) {
-    spec.policyTypes = ['Ingress', 'Egress'];
-    spec.egress = [{ to: [{ podSelector: { matchLabels: { app: `app-${(k + 2) % APPS}` } } }], ports: [{ port: 53, protocol: 'UDP' }] }];
-  }
-  return { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { namespace, name: `policy-${k}` }, spec };
-}
-
-function firstRuleKey(k: number): string {
-  return ruleSetKey({ index: 0, allPorts: false, ports: [{ protocol: 'TCP', port: 80 + (k % 7) }], namedPorts: [{ name: 'http', protocol: 'TCP' }] });
-}
+/** Full syncs, bare applies, replays and iptables full syncs, each this many times, interleaved. */
+const ROUNDS = 3;
 
 async function metricSum(enforcer: TestEnforcer, name: string): Promise<number> {
   const values = (await enforcer.metrics.registry.getSingleMetric(name)?.get())?.values ?? [];
   return values.find((value) => (value as { metricName?: string }).metricName === `${name}_sum`)?.value ?? 0;
 }
 
-async function gauge(enforcer: TestEnforcer, name: string): Promise<number | undefined> {
-  return (await enforcer.metrics.registry.getSingleMetric(name)?.get())?.values[0]?.value;
+async function gauge(enforcer: TestEnforcer, name: string): Promise<number> {
+  return (await enforcer.metrics.registry.getSingleMetric(name)?.get())?.values[0]?.value ?? 0;
 }
 
 async function inNetns(netns: string, command: string, args: string[], input?: string): Promise<string> {
@@ -127,30 +98,39 @@ class CommitWatcher implements CommandRunner {
   }
 }
 
+
 const LABEL_ROUNDS = 20;
 const LABEL_SCENARIOS = 5;
 
-/** From a label change of one remote pod to the commit that adds its address to the peer set of the policy. */
-async function labelChangeToEnforced(api: ApiServer, watcher: CommitWatcher, policyCount: number): Promise<number[]> {
-  const samples: number[] = [];
-  for (let index = 0; index < LABEL_ROUNDS; index++) {
-    const round = index % LABEL_SCENARIOS;
-    const k = (round * 37) % policyCount;
-    const namespace = `ns-${k % NAMESPACES}`;
-    const p = 10 + round * 2 + ((k % APPS) === (10 + round * 2) % APPS ? 1 : 0);
-    const ip = podIp(1 + (k % NAMESPACES) * PODS_PER_NAMESPACE + p).v4;
-    const set = ruleSetName(`${namespace}/policy-${k}`, 'ingress', firstRuleKey(k), 'pods', 'ipv4');
-    const added = watcher.committed(`add element ip kube-router-filter-ipv4 ${set} { ${ip} }`);
+interface EventSamples {
+  /** A remote pod joins the peers of the probe policy alone: every other policy is unrelated to the change. */
+  probe: number[];
+  /** The iptables bench's label change: the pod joins the peers of policy k and of every policy k + 100 j. */
+  app: number[];
+}
+
+/** One round of each kind of event, from the API write to the commit of the nft transaction that enforces it. */
+async function eventToEnforced(api: ApiServer, watcher: CommitWatcher, policyCount: number, index: number): Promise<{ probe: number; app: number }> {
+  const probeSet = ruleSetName('ns-0/probe', 'ingress', ruleSetKey(BENCH_PROBE_RULE), 'pods', 'ipv4');
+  const measure = async (pod: { namespace: string; pod: string }, join: object, leave: object, element: string) => {
+    const committed = watcher.committed(`add element ${element}`);
     const started = performance.now();
-    api.patch('v1', 'Pod', namespace, `pod-${p}`, { metadata: { labels: { app: `app-${k % APPS}` } } }, 'merge');
-    await added;
-    samples.push(performance.now() - started);
-    const removed = watcher.committed(`delete element ip kube-router-filter-ipv4 ${set} { ${ip} }`);
-    api.patch('v1', 'Pod', namespace, `pod-${p}`, { metadata: { labels: { app: `app-${p % APPS}` } } }, 'merge');
-    await removed;
+    api.patch('v1', 'Pod', pod.namespace, pod.pod, { metadata: { labels: join } }, 'merge');
+    await committed;
+    const elapsed = performance.now() - started;
+    const restored = watcher.committed(`delete element ${element}`);
+    api.patch('v1', 'Pod', pod.namespace, pod.pod, { metadata: { labels: leave } }, 'merge');
+    await restored;
+    // Past the minimum sync interval, so that every sample starts from an idle loop.
     await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return samples;
+    return elapsed;
+  };
+  const probe = benchProbeChange(index);
+  const probeMs = await measure(probe, { [BENCH_PROBE_LABEL]: 'in' }, { [BENCH_PROBE_LABEL]: 'out' }, `ip kube-router-filter-ipv4 ${probeSet} { ${probe.ip} }`);
+  const change = benchLabelChange(index % LABEL_SCENARIOS, policyCount);
+  const set = ruleSetName(`${change.namespace}/policy-${change.k}`, 'ingress', ruleSetKey(benchFirstRule(change.k)), 'pods', 'ipv4');
+  const appMs = await measure(change, { app: change.joined }, { app: change.own }, `ip kube-router-filter-ipv4 ${set} { ${change.ip} }`);
+  return { probe: probeMs, app: appMs };
 }
 
 async function startScheduler(enforcer: TestEnforcer): Promise<void> {
@@ -160,118 +140,196 @@ async function startScheduler(enforcer: TestEnforcer): Promise<void> {
 
 const benchStart = performance.now();
 const step = (what: string) => console.error(`[${((performance.now() - benchStart) / 1000).toFixed(1)} s] ${what}`);
-const percentile = (values: readonly number[], p: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] as number;
-};
 const ms = (value: number) => `${value.toFixed(0)} ms`;
+const list = (values: readonly number[]) => values.map((value) => value.toFixed(0)).join(', ');
 const ENFORCER_OPTIONS = { minSyncIntervalMs: 50, syncTimeoutMs: 300_000 };
+
+interface FullSync {
+  totalMs: number;
+  computeMs: number;
+  applyMs: number;
+  transactionMs: number;
+  maxLoopDelayMs: number;
+}
 
 async function main(): Promise<void> {
   const runner = new ExecRunner();
-  const id = `tnf${randomBytes(2).toString('hex').slice(0, 3)}`;
-  const netns = `krt-${id}-bench`;
-  const bareNetns = `krt-${id}-bare`;
-  const iptablesNetns = `krt-${id}-ipt`;
-  for (const name of [netns, bareNetns, iptablesNetns]) await addNetns(runner, name);
+  const id = randomBytes(2).toString('hex');
+  const created: string[] = [];
+  const freshNetns = async (role: string) => {
+    const name = `nf${id}-${role}`;
+    await addNetns(runner, name);
+    created.push(name);
+    return name;
+  };
+  // Two clusters that differ only in the policies beyond the first 500: events are measured on both in alternation,
+  // so that whatever else the machine does at the time weighs on both alike.
   const api = await startApiServer({ port: 0 });
-  let enforcer: TestEnforcer | undefined;
+  const api500 = await startApiServer({ port: 0 });
+  const enforcers: TestEnforcer[] = [];
   try {
     const kubeconfig = await api.writeKubeconfig();
-    seedCluster(api);
-    for (let k = 0; k < 500; k++) api.create(policyObject(k) as never);
+    const kubeconfig500 = await api500.writeKubeconfig();
+    for (const [server, policies] of [[api, 1000], [api500, 500]] as const) {
+      seedNetpolBenchCluster(server);
+      server.create(benchProbePolicy() as never);
+      const anchor = benchProbeAnchor();
+      server.patch('v1', 'Pod', anchor.namespace, anchor.pod, { metadata: { labels: anchor.labels } }, 'merge');
+      for (let k = 0; k < policies; k++) server.create(benchPolicy(k) as never);
+    }
     step('seeded');
+    const start = async (config: string, netns: string, commits: CommandRunner = new ExecRunner()) => {
+      const started = await startTestEnforcer({ kubeconfig: config, nodeName: NODE, netns }, { options: ENFORCER_OPTIONS, scheduler: false, runner: commits });
+      enforcers.push(started);
+      return started;
+    };
+    const stop = async (stopped: TestEnforcer) => {
+      await stopped.stop();
+      enforcers.splice(enforcers.indexOf(stopped), 1);
+    };
 
-    // Phase 1: 500 policies, then label changes.
-    const watcher = new CommitWatcher();
-    enforcer = await startTestEnforcer({ kubeconfig, nodeName: NODE, netns }, { options: ENFORCER_OPTIONS, scheduler: false, runner: watcher });
-    let outcome = await enforcer.syncNow();
-    if (!outcome.ok) throw outcome.error;
-    step('first sync with 500 policies done');
-    await startScheduler(enforcer);
-    const at500 = await labelChangeToEnforced(api, watcher, 500);
-    step('label changes with 500 policies measured');
+    // Full syncs by fresh agents, bare applies, replays and iptables full syncs, interleaved, with 1,000 policies.
+    const full: FullSync[] = [];
+    const bare: number[] = [];
+    const replay: number[] = [];
+    const iptables: number[] = [];
+    let ruleset = '';
+    let script = '';
+    let syncNetns = '';
+    let objects = { chains: 0, sets: 0, rules: 0 };
+    let outcome: { ok: boolean; error?: unknown };
+    for (let round = 0; round < ROUNDS; round++) {
+      const netns = await freshNetns(`s${round}`);
+      const scripts = new CommitWatcher();
+      const enforcer = await start(kubeconfig, netns, scripts);
+      await enforcer.waitForInformers();
+      const loopDelay = monitorEventLoopDelay({ resolution: 5 });
+      loopDelay.enable();
+      const started = performance.now();
+      outcome = await enforcer.controller.runObservedSync('bench');
+      const totalMs = performance.now() - started;
+      loopDelay.disable();
+      if (!outcome.ok) throw outcome.error;
+      full.push({
+        totalMs,
+        computeMs: (await metricSum(enforcer, 'kube_router_netpol_compute_time')) * 1000,
+        applyMs: (await metricSum(enforcer, 'kube_router_controller_policy_chains_sync_time')) * 1000,
+        transactionMs: (await metricSum(enforcer, 'kube_router_netpol_nftables_transaction_time')) * 1000,
+        maxLoopDelayMs: loopDelay.max / 1e6,
+      });
+      if (round === 0) {
+        syncNetns = netns;
+        script = scripts.largest;
+        ruleset = (await Promise.all(TABLES.map((table) => inNetns(netns, 'nft', ['list', 'table', ...table.split(' ')])))).join('\n');
+        objects = {
+          chains: await gauge(enforcer, 'kube_router_controller_policy_chains'),
+          sets: await gauge(enforcer, 'kube_router_controller_policy_ipsets'),
+          rules: await gauge(enforcer, 'kube_router_netpol_nftables_rules'),
+        };
+      }
+      await stop(enforcer);
 
-    // Phase 2: 1,000 policies; a fresh agent does the full sync from an empty kernel.
-    for (let k = 500; k < 1000; k++) api.create(policyObject(k) as never);
-    await enforcer.stop();
-    for (const table of TABLES) await inNetns(netns, 'nft', ['delete', 'table', ...table.split(' ')]);
-    enforcer = await startTestEnforcer({ kubeconfig, nodeName: NODE, netns }, { options: ENFORCER_OPTIONS, scheduler: false, runner: watcher });
-    await enforcer.waitForInformers();
-    const loopDelay = monitorEventLoopDelay({ resolution: 5 });
-    loopDelay.enable();
-    const fullStarted = performance.now();
-    outcome = await enforcer.controller.runObservedSync('bench');
-    const fullMs = performance.now() - fullStarted;
-    loopDelay.disable();
-    if (!outcome.ok) throw outcome.error;
-    step('full sync with 1000 policies done');
-    const computeMs = (await metricSum(enforcer, 'kube_router_netpol_compute_time')) * 1000;
-    const applyMs = (await metricSum(enforcer, 'kube_router_controller_policy_chains_sync_time')) * 1000;
-    const listMs = (await metricSum(enforcer, 'kube_router_netpol_nftables_list_time')) * 1000;
-    const transactionMs = (await metricSum(enforcer, 'kube_router_netpol_nftables_transaction_time')) * 1000;
-    const chains = await gauge(enforcer, 'kube_router_controller_policy_chains');
-    const sets = await gauge(enforcer, 'kube_router_controller_policy_ipsets');
-    const rules = await gauge(enforcer, 'kube_router_netpol_nftables_rules');
+      // The same ruleset as nft lists it, applied bare: what one `nft -f` of it costs.
+      const bareNetns = await freshNetns(`b${round}`);
+      let applyStarted = performance.now();
+      await inNetns(bareNetns, 'nft', ['-f', '-'], ruleset);
+      bare.push(performance.now() - applyStarted);
+      // Our own full-sync transaction, replayed by hand: what nft takes for our script as written.
+      const replayNetns = await freshNetns(`r${round}`);
+      applyStarted = performance.now();
+      await inNetns(replayNetns, 'nft', ['-f', '-'], script);
+      replay.push(performance.now() - applyStarted);
 
-    // The same ruleset applied bare: what one `nft -f` of it costs.
-    const ruleset = (await Promise.all(TABLES.map((table) => inNetns(netns, 'nft', ['list', 'table', ...table.split(' ')])))).join('\n');
-    const bareStarted = performance.now();
-    await inNetns(bareNetns, 'nft', ['-f', '-'], ruleset);
-    const bareMs = performance.now() - bareStarted;
-    // Our own transaction, replayed by hand into empty tables: what nft takes for our script as written.
-    for (const table of TABLES) await inNetns(bareNetns, 'nft', ['delete', 'table', ...table.split(' ')]);
-    const replayStarted = performance.now();
-    await inNetns(bareNetns, 'nft', ['-f', '-'], watcher.largest);
-    const replayMs = performance.now() - replayStarted;
-    step('bare nft -f done');
+      // The iptables backend on the same cluster, from an empty kernel of its own.
+      const other = await startTestEnforcer(
+        { kubeconfig, nodeName: NODE, netns: await freshNetns(`i${round}`) },
+        { options: ENFORCER_OPTIONS, scheduler: false, plugin: createNetpolIptablesPlugin() as ControllerPlugin<unknown> },
+      );
+      enforcers.push(other);
+      await other.waitForInformers();
+      applyStarted = performance.now();
+      outcome = await other.controller.runObservedSync('bench');
+      iptables.push(performance.now() - applyStarted);
+      await stop(other);
+      if (!outcome.ok) throw outcome.error;
+      step(`round ${round + 1} of ${ROUNDS}: full sync ${ms(totalMs)}, bare ${ms(bare.at(-1) ?? 0)}, replay ${ms(replay.at(-1) ?? 0)}, iptables ${ms(iptables.at(-1) ?? 0)}`);
+    }
 
+    // Event-driven syncs: an agent with 1,000 policies that adopts the first round's tables, one with 500.
+    const watcher1000 = new CommitWatcher();
+    const watcher500 = new CommitWatcher();
+    const at1000Agent = await start(kubeconfig, syncNetns, watcher1000);
+    const at500Agent = await start(kubeconfig500, await freshNetns('e500'), watcher500);
+    for (const agent of [at1000Agent, at500Agent]) {
+      outcome = await agent.syncNow();
+      if (!outcome.ok) throw outcome.error;
+    }
     const steadyStarted = performance.now();
-    outcome = await enforcer.controller.runObservedSync('bench');
+    outcome = await at1000Agent.controller.runObservedSync('bench');
     const steadyMs = performance.now() - steadyStarted;
     if (!outcome.ok) throw outcome.error;
     const periodicStarted = performance.now();
-    outcome = await enforcer.controller.runObservedSync('periodic');
+    outcome = await at1000Agent.controller.runObservedSync('periodic');
     const periodicMs = performance.now() - periodicStarted;
     if (!outcome.ok) throw outcome.error;
+    await startScheduler(at1000Agent);
+    await startScheduler(at500Agent);
+    const at500: EventSamples = { probe: [], app: [] };
+    const at1000: EventSamples = { probe: [], app: [] };
+    for (let index = 0; index < LABEL_ROUNDS; index++) {
+      for (const [server, watcher, samples, policies] of [[api500, watcher500, at500, 500], [api, watcher1000, at1000, 1000]] as const) {
+        const round = await eventToEnforced(server, watcher, policies, index);
+        samples.probe.push(round.probe);
+        samples.app.push(round.app);
+      }
+    }
+    step('events measured');
 
-    await startScheduler(enforcer);
-    const at1000 = await labelChangeToEnforced(api, watcher, 1000);
-    step('label changes with 1000 policies measured');
-    await enforcer.stop();
-    enforcer = undefined;
-
-    // The iptables backend on the same cluster, from an empty kernel of its own.
-    const iptables = await startTestEnforcer(
-      { kubeconfig, nodeName: NODE, netns: iptablesNetns },
-      { options: ENFORCER_OPTIONS, scheduler: false, plugin: createNetpolIptablesPlugin() as ControllerPlugin<unknown> },
-    );
-    await iptables.waitForInformers();
-    const iptablesStarted = performance.now();
-    outcome = await iptables.controller.runObservedSync('bench');
-    const iptablesMs = performance.now() - iptablesStarted;
-    await iptables.stop();
-    if (!outcome.ok) throw outcome.error;
-    step('iptables full sync done');
-
-    const usage = process.resourceUsage();
+    const fullMs = median(full.map((f) => f.totalMs));
+    const bareMs = median(bare);
+    const replayMs = median(replay);
+    const iptablesMs = median(iptables);
+    const peakRss = process.resourceUsage().maxRSS / 1024;
     const lines = [
-      `netpol-nftables sync benchmark: ${NAMESPACES * PODS_PER_NAMESPACE} pods (${NAMESPACES * LOCAL_PER_NAMESPACE} on this node), 1000 policies, IPv4 + IPv6`,
-      `  kernel objects: ${chains} chains, ${sets} sets and maps, ${rules} rules (2 tables)`,
-      `  full sync from an empty kernel: ${ms(fullMs)} (compute: compile + render ${ms(computeMs)}; kernel apply ${ms(applyMs)}, of which nft -f ${ms(transactionMs)} and reading the tables back ${ms(listMs)})`,
-      `  bare nft -f of the same ruleset (as nft lists it): ${ms(bareMs)}; our full-sync transaction replayed by hand: ${ms(replayMs)}`,
-      `  ratio full sync / bare nft -f: ${(fullMs / bareMs).toFixed(2)}  (apply only / bare: ${(applyMs / bareMs).toFixed(2)})`,
-      `  iptables backend, full sync of the same cluster from an empty kernel: ${ms(iptablesMs)}; ratio nftables / iptables: ${(fullMs / iptablesMs).toFixed(2)}`,
-      `  max event-loop delay during the full sync: ${ms(loopDelay.max / 1e6)} (p99 ${ms(loopDelay.percentile(99) / 1e6)})`,
+      `netpol-nftables sync benchmark: 5000 pods (200 on this node), 1000 policies (and the probe policy), IPv4 + IPv6; medians of ${ROUNDS} interleaved rounds, each apply into a fresh network namespace`,
+      `  kernel objects: ${objects.chains} chains, ${objects.sets} sets and maps, ${objects.rules} rules (2 tables)`,
+      `  full sync from an empty kernel: ${ms(fullMs)} [${list(full.map((f) => f.totalMs))}] (compute: compile + render ${ms(median(full.map((f) => f.computeMs)))}; kernel apply ${ms(median(full.map((f) => f.applyMs)))}, of which nft -f ${ms(median(full.map((f) => f.transactionMs)))})`,
+      `  bare nft -f of the same ruleset (as nft lists it): ${ms(bareMs)} [${list(bare)}]; our full-sync transaction replayed by hand: ${ms(replayMs)} [${list(replay)}]`,
+      `  ratio full sync / bare nft -f: ${(fullMs / bareMs).toFixed(2)}  (replay / bare: ${(replayMs / bareMs).toFixed(2)})`,
+      `  iptables backend, full sync of the same cluster from an empty kernel: ${ms(iptablesMs)} [${list(iptables)}]; ratio nftables / iptables: ${(fullMs / iptablesMs).toFixed(2)}`,
+      `  max event-loop delay during the full sync: ${ms(median(full.map((f) => f.maxLoopDelayMs)))}`,
       `  steady-state sync, nothing changed: ${ms(steadyMs)}; periodic sync (reads both tables back): ${ms(periodicMs)}`,
-      `  pod label change -> the nft transaction adding the element committed, ${LABEL_ROUNDS} rounds: median ${ms(percentile(at500, 50))}, p99 ${ms(percentile(at500, 99))} with 500 policies; median ${ms(percentile(at1000, 50))}, p99 ${ms(percentile(at1000, 99))} with 1000 policies (median ratio ${(percentile(at1000, 50) / percentile(at500, 50)).toFixed(2)})`,
-      `  peak RSS ${(usage.maxRSS / 1024).toFixed(0)} MiB (the embedded API server with 5000 pods runs in the same process)`,
+      `  event -> the nft transaction adding the element committed, ${LABEL_ROUNDS} rounds each (median / p99):`,
+      `    a pod joins the probe policy's peers (every other policy unrelated): ${ms(median(at500.probe))} / ${ms(percentile(at500.probe, 99))} with 500 policies, ${ms(median(at1000.probe))} / ${ms(percentile(at1000.probe, 99))} with 1000 (median ratio ${(median(at1000.probe) / median(at500.probe)).toFixed(2)})`,
+      `    the iptables bench's app label change (5 of 500, 10 of 1000 policies select the pod): ${ms(median(at500.app))} / ${ms(percentile(at500.app, 99))} with 500, ${ms(median(at1000.app))} / ${ms(percentile(at1000.app, 99))} with 1000 (median ratio ${(median(at1000.app) / median(at500.app)).toFixed(2)})`,
+      `  peak RSS ${peakRss.toFixed(0)} MiB (the two embedded API servers with 5000 pods each run in the same process)`,
     ];
     console.log(lines.join('\n'));
+    reportBench({
+      plugin: 'netpol-nftables',
+      figures: [
+        { name: 'full sync / bare nft -f', value: fullMs / bareMs, unit: 'x', better: 'lower' },
+        { name: 'full sync / iptables backend full sync', value: fullMs / iptablesMs, unit: 'x', better: 'lower' },
+        { name: 'replayed transaction / bare nft -f', value: replayMs / bareMs, unit: 'x', better: 'lower' },
+        { name: 'event to enforced, 1000 / 500 unrelated policies', value: median(at1000.probe) / median(at500.probe), unit: 'x', better: 'lower' },
+        { name: 'full sync', value: fullMs, unit: 'ms', better: 'lower' },
+        { name: 'full sync compute', value: median(full.map((f) => f.computeMs)), unit: 'ms', better: 'lower' },
+        { name: 'bare nft -f', value: bareMs, unit: 'ms', better: 'lower' },
+        { name: 'steady-state sync', value: steadyMs, unit: 'ms', better: 'lower' },
+        { name: 'event to enforced median, 500 policies', value: median(at500.probe), unit: 'ms', better: 'lower' },
+        { name: 'event to enforced p99, 500 policies', value: percentile(at500.probe, 99), unit: 'ms', better: 'lower' },
+        { name: 'event to enforced median, 1000 policies', value: median(at1000.probe), unit: 'ms', better: 'lower' },
+        { name: 'event to enforced p99, 1000 policies', value: percentile(at1000.probe, 99), unit: 'ms', better: 'lower' },
+        { name: 'app label change median, 1000 policies', value: median(at1000.app), unit: 'ms', better: 'lower' },
+        { name: 'kernel rules', value: objects.rules, unit: 'rules', better: 'lower' },
+        { name: 'peak RSS', value: peakRss, unit: 'MiB', better: 'lower' },
+      ],
+    }, { log: false });
   } finally {
-    await enforcer?.stop().catch(() => undefined);
+    for (const running of enforcers) await running.stop().catch(() => undefined);
     await api.close();
-    for (const name of [netns, bareNetns, iptablesNetns]) await deleteNetns(runner, name).catch(() => undefined);
+    await api500.close();
+    for (const name of created) await deleteNetns(runner, name).catch(() => undefined);
   }
 }
 

@@ -1,7 +1,10 @@
-export { createNetpolNftablesPlugin, deleteNetpolTables, informerSources, netpolNftablesPlugin } from './plugin.js';
+export { createNetpolNftablesPlugin, deleteNetpolTables, netpolNftablesPlugin } from './plugin.js';
 export type { NetpolNftablesPluginOverrides } from './plugin.js';
-export { createNetpolNftablesController, NETPOL_CONTROLLER } from './controller.js';
-export type { NetpolControllerDeps, NetpolSources } from './controller.js';
+export { createNetpolNftablesController } from './controller.js';
+export type { NetpolControllerDeps } from './controller.js';
+// Backend-neutral, from @kube-router/netpol: re-exported so that either plugin's users find them where they were.
+export { informerSources, NETPOL_CONTROLLER } from '@kube-router/netpol';
+export type { NetpolSources } from '@kube-router/netpol';
 export { netpolNftablesOptions } from './options.js';
 export type { NetpolNftablesOptions, ResolvedNetpolNftablesOptions } from './options.js';
 export { KernelApplier } from './kernel.js';
@@ -15,21 +18,6 @@ export { ipBlockElements } from './interval.js';
 export { removeIptablesLeftovers } from './iptables-leftovers.js';
 export type { IptablesLeftoversOptions } from './iptables-leftovers.js';
 export { NetpolNftablesMetrics } from './metrics.js';
-export {
-  ACCEPT_MARK,
-  COMMON_CHAIN,
-  DEFAULT_CHAIN,
-  EGRESS_MAP,
-  INGRESS_MAP,
-  LOCAL_PODS_SET,
-  NFLOG_GROUP,
-  POLICY_MARK,
-  TABLES,
-  TAIL_CHAIN,
-  TOP_CHAINS,
-  podChainName,
-  policyChainName,
-  ruleSetKey,
-  ruleSetName,
-} from './names.js';
+export { ACCEPT_MARK, EGRESS_MAP, INGRESS_MAP, LOCAL_PODS_SET, POLICY_MARK, TABLES, TOP_CHAINS, ruleSetName } from './names.js';
+export { COMMON_CHAIN, DEFAULT_CHAIN, NFLOG_GROUP, TAIL_CHAIN, podChainName, policyChainName, ruleSetKey } from '@kube-router/netpol';
 export type { RuleSetRole } from './names.js';

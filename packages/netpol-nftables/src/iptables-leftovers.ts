@@ -19,51 +19,72 @@ export interface IptablesLeftoversOptions {
   readonly timeoutMs: number;
 }
 
+/** What the iptables backend left, as found; `remove()` deletes it and resolves with how many objects went. */
+export interface IptablesLeftovers {
+  readonly count: number;
+  remove(): Promise<number>;
+}
+
 /**
- * Removes the iptables backend's jumps, chains and ipsets, in one iptables-restore per family and one ipset restore;
- * resolves with how many objects went. Someone else's rules and chains are left alone, and a family whose tool is
- * absent has nothing to remove.
+ * Finds the iptables backend's jumps, chains and ipsets (reads only, so it may run beside our own transaction).
+ * Someone else's rules and chains are left out, and a family whose tool is absent has nothing to remove.
  */
-export async function removeIptablesLeftovers(options: IptablesLeftoversOptions): Promise<number> {
-  let removed = 0;
+export async function findIptablesLeftovers(options: IptablesLeftoversOptions): Promise<IptablesLeftovers> {
+  const netns = options.netns === undefined ? {} : { netns: options.netns };
   const errors: unknown[] = [];
-  for (const family of options.families) {
-    try {
-      const iptables = new Iptables({
-        runner: options.runner,
-        family,
-        backend: options.backend,
-        ...(options.netns === undefined ? {} : { netns: options.netns }),
-        timeoutMs: options.timeoutMs,
-      });
-      const table = await iptables.saveParsed('filter');
-      const jumps = table.chains
-        .filter((chain) => chain.builtin)
-        .flatMap((chain) => chain.rules.filter((rule) => rule.target !== undefined && TOP.includes(rule.target)));
-      const chains = table.chains.filter((chain) => !chain.builtin && CHAIN.test(chain.name)).map((chain) => chain.name);
-      if (jumps.length === 0 && chains.length === 0) continue;
-      await iptables.restore(
-        renderIptablesRestore([
-          { table: 'filter', chains: [], lines: jumps.map((rule) => `-D ${rule.chain} ${rule.spec}`), deleteChains: chains },
-        ]),
-      );
-      removed += jumps.length + chains.length;
-    } catch (error) {
-      errors.push(error);
-    }
-  }
-  try {
-    const ipset = new Ipset({ runner: options.runner, ...(options.netns === undefined ? {} : { netns: options.netns }), timeoutMs: options.timeoutMs });
+  const removals: { count: number; run: () => Promise<void> }[] = [];
+  const ipset = new Ipset({ runner: options.runner, ...netns, timeoutMs: options.timeoutMs });
+  const findSets = async () => {
     const names = (await ipset.listNames()).filter((name) => SET.test(name));
-    if (names.length > 0) {
-      const script = new IpsetScript();
-      for (const name of names) script.destroy(name);
-      await ipset.restore(script);
-      removed += names.length;
-    }
-  } catch (error) {
-    errors.push(error);
+    if (names.length === 0) return;
+    const script = new IpsetScript();
+    for (const name of names) script.destroy(name);
+    // The sets go last: the chains that match on them must be gone first.
+    return { count: names.length, run: () => ipset.restore(script) };
+  };
+  const findRules = async (family: IpFamily) => {
+    const iptables = new Iptables({ runner: options.runner, family, backend: options.backend, ...netns, timeoutMs: options.timeoutMs });
+    const table = await iptables.saveParsed('filter');
+    const jumps = table.chains
+      .filter((chain) => chain.builtin)
+      .flatMap((chain) => chain.rules.filter((rule) => rule.target !== undefined && TOP.includes(rule.target)));
+    const chains = table.chains.filter((chain) => !chain.builtin && CHAIN.test(chain.name)).map((chain) => chain.name);
+    if (jumps.length === 0 && chains.length === 0) return;
+    const restore = renderIptablesRestore([
+      { table: 'filter', chains: [], lines: jumps.map((rule) => `-D ${rule.chain} ${rule.spec}`), deleteChains: chains },
+    ]);
+    return { count: jumps.length + chains.length, run: () => iptables.restore(restore) };
+  };
+  const found = await Promise.allSettled([...options.families.map(findRules), findSets()]);
+  for (const outcome of found) {
+    if (outcome.status === 'rejected') errors.push(outcome.reason);
+    else if (outcome.value) removals.push(outcome.value);
   }
-  if (errors.length > 0) throw new AggregateError(errors, `could not remove every iptables netpol leftover: ${errors.map(String).join('; ')}`);
-  return removed;
+  if (errors.length > 0) throw leftoversError(errors);
+  return {
+    count: removals.reduce((sum, removal) => sum + removal.count, 0),
+    async remove() {
+      let removed = 0;
+      const failed: unknown[] = [];
+      for (const removal of removals) {
+        try {
+          await removal.run();
+          removed += removal.count;
+        } catch (error) {
+          failed.push(error);
+        }
+      }
+      if (failed.length > 0) throw leftoversError(failed);
+      return removed;
+    },
+  };
+}
+
+/** Removes the iptables backend's jumps, chains and ipsets; resolves with how many objects went. */
+export async function removeIptablesLeftovers(options: IptablesLeftoversOptions): Promise<number> {
+  return (await findIptablesLeftovers(options)).remove();
+}
+
+function leftoversError(errors: readonly unknown[]): AggregateError {
+  return new AggregateError(errors, `could not remove every iptables netpol leftover: ${errors.map(String).join('; ')}`);
 }

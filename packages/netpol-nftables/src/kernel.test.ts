@@ -3,10 +3,16 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { KernelApplier } from './kernel.js';
 import type { DesiredState } from './kernel.js';
-import { podChainName, policyChainName } from './names.js';
+import { podChainName, policyChainName } from '@kube-router/netpol';
 import { renderNode } from './render-node.js';
 import { renderPolicy } from './render-policy.js';
-import { policy, smallCluster } from './testing/fixtures.js';
+import { compileNetworkPolicies } from '@kube-router/netpol';
+import type { NetworkPolicyLike } from '@kube-router/netpol';
+import { fixturePolicy as policy, smallClusterInput } from '@kube-router/testkit/netpol-conformance';
+import type { FixturePod } from '@kube-router/testkit/netpol-conformance';
+
+const smallCluster = (policies: readonly NetworkPolicyLike[], extraPods: readonly FixturePod[] = []) =>
+  compileNetworkPolicies(smallClusterInput(policies, extraPods));
 
 // A fake runner beside the real tests of the same path (netpol.real.test.ts, restart.real.test.ts, the conformance
 // suite): here the point is exactly which transactions each sync makes and what is in them.
@@ -94,6 +100,32 @@ describe('KernelApplier (nftables)', () => {
     expect(script).toMatch(/^delete element ip kube-router-filter-ipv4 KUBE-SRC-[0-9A-F]{16} \{ 10\.0\.1\.3 \}$/m);
     expect(script).not.toContain('flush chain');
     expect(transactions(runner)).toHaveLength(1);
+  });
+
+  it('adds a chain the kernel does not hold without flushing it, and flushes a chain it replaces', async () => {
+    const runner = new RecordingRunner();
+    const kernel = applier(runner);
+    const aFromAnyone = policy('web/a', { podSelector: { matchLabels: { app: 'server' } }, ingress: [{}] });
+    await kernel.apply(desiredFor([aFromAnyone]));
+    expect(transactions(runner)[0]).not.toContain('flush chain');
+    runner.invocations.length = 0;
+    await kernel.apply(desiredFor([aFromClient]));
+    const chain = policyChainName('web/a', 'ingress', 'ipv4');
+    expect(transactions(runner)[0]).toContain(`add chain ip kube-router-filter-ipv4 ${chain}\nflush chain ip kube-router-filter-ipv4 ${chain}\n`);
+  });
+
+  it('skips a policy it wrote while its render is the same object, and compares it again after reading the kernel back', async () => {
+    const runner = new RecordingRunner();
+    const kernel = applier(runner);
+    const desired = desiredFor([a, b]);
+    await kernel.apply(desired);
+    runner.invocations.length = 0;
+    expect((await kernel.apply(desired)).transactions).toBe(0);
+    // The kernel read back is empty (the recording runner lists nothing): the same renders are written again.
+    kernel.invalidate();
+    const again = await kernel.apply(desired);
+    expect(again.transactions).toBe(1);
+    expect(transactions(runner)[0]).toContain(`add chain ip kube-router-filter-ipv4 ${policyChainName('web/b', 'ingress', 'ipv4')}`);
   });
 
   it('halves a refused transaction until the refused policy is alone, fails its pods closed and programs the rest', async () => {

@@ -7,7 +7,7 @@ import { canonicalIntervals } from './interval.js';
 import { TABLES, isOwnChain, isOwnSet, isPodChain } from './names.js';
 import { chainScript, elementLines, revisionOf, setDeclaration } from './objects.js';
 import type { ChainRender, SetRender } from './objects.js';
-import type { PolicyRender } from './render-policy.js';
+import type { PolicyFamilyRender, PolicyRender } from './render-policy.js';
 import type { NodeRender } from './render-node.js';
 
 /** What one sync wants in the kernel. */
@@ -78,6 +78,13 @@ export interface KernelApplierOptions {
 export class KernelApplier {
   readonly #options: KernelApplierOptions;
   readonly #state = new Map<IpFamily, FamilyState>();
+  /**
+   * Policy renders known to be in the kernel as they are, by `<policy id>\0<family>`: an unchanged policy keeps its
+   * render object, so an event's sync skips it without comparing its sets element by element.
+   */
+  #inKernel = new Map<string, PolicyFamilyRender>();
+  /** What the last stale-object sweep saw wanted; undefined after a read-back, when everything is a candidate. */
+  #swept: WantedObjects | undefined;
   #fresh = false;
 
   constructor(options: KernelApplierOptions) {
@@ -108,6 +115,8 @@ export class KernelApplier {
       this.#options.timings?.list?.(family, (performance.now() - started) / 1000);
       this.#state.set(family, readState(ruleset, family));
     }
+    this.#inKernel = new Map();
+    this.#swept = undefined;
     this.#fresh = true;
   }
 
@@ -133,6 +142,7 @@ export class KernelApplier {
       try {
         await this.#transaction(all, counters);
         for (const write of [...foundation.writes, ...units, ...dispatch.writes]) this.#wrote(write.family, write.chains, write.sets, counters);
+        for (const unit of units) this.#inKernel.set(`${unit.policy}\0${unit.family}`, unit.render);
         committed = true;
       } catch (error) {
         this.#options.logger.debug({ err: error }, 'the sync transaction was refused; writing it in steps to find what failed');
@@ -197,19 +207,25 @@ export class KernelApplier {
   }
 
   /** Each (policy, family) whose chains or sets differ from the kernel's, with the lines that make them equal. */
-  async #policyUnits(desired: DesiredState, slice: () => Promise<void>): Promise<Unit[]> {
+  async #policyUnits(desired: DesiredState, slice: () => Promise<void> | undefined): Promise<Unit[]> {
     const units: Unit[] = [];
     for (const policy of desired.policies) {
       for (const family of this.#options.families) {
         const render = policy.families[family];
         if (!render) continue;
+        const key = `${policy.id}\0${family}`;
+        if (this.#inKernel.get(key) === render) continue;
         const state = this.#family(family);
         const chains = render.chains.filter((candidate) => !sameChain(state.chains.get(candidate.name), candidate));
         const sets = render.sets.filter((candidate) => !sameSet(state.sets.get(candidate.name), candidate, family));
-        if (chains.length === 0 && sets.length === 0) continue;
-        units.push({ policy: policy.id, family, chains, sets, lines: this.#unitScript(family, chains, sets) });
+        if (chains.length === 0 && sets.length === 0) {
+          this.#inKernel.set(key, render);
+          continue;
+        }
+        units.push({ policy: policy.id, family, render, chains, sets, lines: this.#unitScript(family, chains, sets) });
       }
-      await slice();
+      const due = slice();
+      if (due) await due;
     }
     return units;
   }
@@ -230,7 +246,7 @@ export class KernelApplier {
       const base = node.baseChains.filter((c) => !sameChain(state.chains.get(c.name), c));
       if (chains.length + sets.length + base.length === 0) continue;
       // Chains before the map elements that jump to them; the base chains, which use the maps, last.
-      lines.push(...this.#unitScript(family, chains, sets), ...base.flatMap((c) => chainScript(tableRef(family), c)));
+      lines.push(...this.#unitScript(family, chains, sets), ...base.flatMap((c) => chainScript(tableRef(family), c, state.chains.has(c.name))));
       writes.push({ family, chains: [...chains, ...base], sets });
     }
     return { lines, writes };
@@ -240,7 +256,10 @@ export class KernelApplier {
     if (units.length === 0) return;
     try {
       await this.#transaction(units.flatMap((unit) => unit.lines), counters);
-      for (const unit of units) this.#wrote(unit.family, unit.chains, unit.sets, counters);
+      for (const unit of units) {
+        this.#wrote(unit.family, unit.chains, unit.sets, counters);
+        this.#inKernel.set(`${unit.policy}\0${unit.family}`, unit.render);
+      }
     } catch (error) {
       if (units.length === 1) {
         const unit = units[0] as Unit;
@@ -261,7 +280,7 @@ export class KernelApplier {
     const lines: string[] = state.tableExists ? [] : [`add table ${table}`];
     // Sets before the chains that match on them; verdict maps after the chains their elements jump to.
     for (const set of sets) if (!set.map) lines.push(...setScript(table, set, state.sets.get(set.name)));
-    for (const written of chains) lines.push(...chainScript(table, written));
+    for (const written of chains) lines.push(...chainScript(table, written, state.chains.has(written.name)));
     for (const set of sets) if (set.map) lines.push(...setScript(table, set, state.sets.get(set.name)));
     return lines;
   }
@@ -282,24 +301,47 @@ export class KernelApplier {
     counters: Counters,
   ): Promise<void> {
     const doomed: { family: IpFamily; kind: 'chain' | 'set' | 'map'; name: string }[] = [];
+    const wanted = wantedObjects(desired, nodes, this.#options.families);
+    const last = this.#swept;
     for (const family of this.#options.families) {
       const state = this.#family(family);
-      const node = nodes.get(family);
-      const wantedChains = new Set<string>();
-      const wantedSets = new Set<string>();
-      for (const c of [...(node?.sharedChains ?? []), ...(node?.podChains ?? []), ...(node?.baseChains ?? [])]) wantedChains.add(c.name);
-      for (const s of node?.sets ?? []) wantedSets.add(s.name);
-      for (const policy of desired.policies) {
-        for (const c of policy.families[family]?.chains ?? []) wantedChains.add(c.name);
-        for (const s of policy.families[family]?.sets ?? []) wantedSets.add(s.name);
+      const { chains: wantedChains, sets: wantedSets } = wanted.node.get(family) ?? { chains: new Set<string>(), sets: new Set<string>() };
+      const isWanted = (name: string, policy: PolicyFamilyRender | undefined, kind: 'chains' | 'sets') =>
+        wantedChains.has(name) || wantedSets.has(name) || (policy?.[kind].some((object) => object.name === name) ?? false);
+      // After a read-back, everything of ours in the kernel is a candidate; after that, only what the policies that
+      // changed or went and the node's own objects no longer name: an event's sync does not walk every policy's sets.
+      let chainCandidates: Iterable<string>;
+      let setCandidates: Iterable<string>;
+      if (!last) {
+        const policyChains = new Set(desired.policies.flatMap((p) => (p.families[family]?.chains ?? []).map((c) => c.name)));
+        const policySets = new Set(desired.policies.flatMap((p) => (p.families[family]?.sets ?? []).map((set) => set.name)));
+        chainCandidates = [...state.chains.keys()].filter((name) => !policyChains.has(name) && !wantedChains.has(name));
+        setCandidates = [...state.sets.keys()].filter((name) => !policySets.has(name) && !wantedSets.has(name));
+      } else {
+        const chains = new Set<string>();
+        const sets = new Set<string>();
+        const before = last.node.get(family);
+        for (const name of before?.chains ?? []) if (!wantedChains.has(name)) chains.add(name);
+        for (const name of before?.sets ?? []) if (!wantedSets.has(name)) sets.add(name);
+        for (const [id, previous] of last.policies) {
+          const now = wanted.policies.get(id);
+          if (now === previous) continue;
+          const was = previous.families[family];
+          const is = now?.families[family];
+          for (const c of was?.chains ?? []) if (!isWanted(c.name, is, 'chains')) chains.add(c.name);
+          for (const set of was?.sets ?? []) if (!isWanted(set.name, is, 'sets')) sets.add(set.name);
+        }
+        chainCandidates = [...chains].filter((name) => state.chains.has(name));
+        setCandidates = [...sets].filter((name) => state.sets.has(name));
       }
-      const staleChains = [...state.chains.keys()].filter((name) => !wantedChains.has(name) && isOwnChain(name));
+      const staleChains = [...chainCandidates].filter(isOwnChain);
       staleChains.sort((a, b) => Number(isPodChain(b)) - Number(isPodChain(a)));
       for (const name of staleChains) doomed.push({ family, kind: 'chain', name });
-      for (const [name, known] of state.sets) {
-        if (!wantedSets.has(name) && isOwnSet(name)) doomed.push({ family, kind: known.map ? 'map' : 'set', name });
+      for (const name of setCandidates) {
+        if (isOwnSet(name)) doomed.push({ family, kind: state.sets.get(name)?.map ? 'map' : 'set', name });
       }
     }
+    this.#swept = wanted;
     if (doomed.length === 0) return;
     const line = (item: (typeof doomed)[number]) => `delete ${item.kind} ${tableRef(item.family)} ${item.name}`;
     const forget = (item: (typeof doomed)[number]) => {
@@ -350,9 +392,28 @@ export class KernelApplier {
   }
 }
 
+interface WantedObjects {
+  readonly policies: ReadonlyMap<string, PolicyRender>;
+  readonly node: ReadonlyMap<IpFamily, { readonly chains: ReadonlySet<string>; readonly sets: ReadonlySet<string> }>;
+}
+
+function wantedObjects(desired: DesiredState, nodes: ReadonlyMap<IpFamily, NodeRender>, families: readonly IpFamily[]): WantedObjects {
+  const policies = new Map(desired.policies.map((policy) => [policy.id, policy] as const));
+  const node = new Map<IpFamily, { chains: Set<string>; sets: Set<string> }>();
+  for (const family of families) {
+    const rendered = nodes.get(family);
+    node.set(family, {
+      chains: new Set([...(rendered?.sharedChains ?? []), ...(rendered?.podChains ?? []), ...(rendered?.baseChains ?? [])].map((c) => c.name)),
+      sets: new Set((rendered?.sets ?? []).map((set) => set.name)),
+    });
+  }
+  return { policies, node };
+}
+
 interface Unit {
   readonly policy: string;
   readonly family: IpFamily;
+  readonly render: PolicyFamilyRender;
   readonly chains: readonly ChainRender[];
   readonly sets: readonly SetRender[];
   readonly lines: readonly string[];
@@ -365,13 +426,16 @@ interface Write {
 }
 
 /** Yields to the event loop once `SLICE_MS` of synchronous work has passed, beating the sync's progress. */
-function timeSlicer(progress: () => void): () => Promise<void> {
+function timeSlicer(progress: () => void): () => Promise<void> | undefined {
   let sliceStart = performance.now();
-  return async () => {
-    if (performance.now() - sliceStart < SLICE_MS) return;
-    await yieldToEventLoop();
-    progress();
-    sliceStart = performance.now();
+  // Undefined until a slice is due, so that the caller awaits only then: an await per policy on every sync was a
+  // cost that grew with the number of policies.
+  return () => {
+    if (performance.now() - sliceStart < SLICE_MS) return undefined;
+    return yieldToEventLoop().then(() => {
+      progress();
+      sliceStart = performance.now();
+    });
   };
 }
 

@@ -1,10 +1,11 @@
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecRunner } from '@kube-router/netfilter';
-import { EGRESS_MAP, INGRESS_MAP, podChainName, ruleSetKey, ruleSetName } from './names.js';
+import { EGRESS_MAP, INGRESS_MAP, ruleSetName } from './names.js';
+import { podChainName, ruleSetKey } from '@kube-router/netpol';
 import { createNetpolNftablesPlugin } from './plugin.js';
 import type { TestEnforcer } from './testing/enforcer.js';
-import { mismatches } from './testing/probes.js';
+import { mismatches } from '@kube-router/testkit/netpol-conformance';
 import { missingForRealTests, startWorld } from './testing/world.js';
 import type { World } from './testing/world.js';
 

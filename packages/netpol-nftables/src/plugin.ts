@@ -1,12 +1,10 @@
 import { definePlugin } from '@kube-router/controller';
 import type { ControllerPlugin } from '@kube-router/controller';
 import { KubeServices } from '@kube-router/kube';
-import type { KubeContext } from '@kube-router/kube';
 import { CommandError, ExecRunner, Nft } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
-import type { Logger } from 'pino';
-import { createNetpolNftablesController, NETPOL_CONTROLLER } from './controller.js';
-import type { NetpolSources } from './controller.js';
+import { informerSources, NETPOL_CONTROLLER } from '@kube-router/netpol';
+import { createNetpolNftablesController } from './controller.js';
 import { TABLES } from './names.js';
 import { netpolNftablesOptions } from './options.js';
 import type { ResolvedNetpolNftablesOptions } from './options.js';
@@ -60,35 +58,4 @@ export async function deleteNetpolTables(nft: Nft): Promise<void> {
       throw error;
     }
   }
-}
-
-/** The informers as NetpolSources; with `nodeName`, also this node's Node (its pod CIDRs, for default deny). */
-export function informerSources(kube: KubeContext, logger: Logger, nodeName?: string): NetpolSources {
-  const pods = kube.informers.pods();
-  const namespaces = kube.informers.namespaces();
-  const policies = kube.informers.networkPolicies();
-  const nodes = nodeName === undefined ? undefined : kube.informers.nodes();
-  return {
-    pods: () => pods.list(),
-    namespaces: () => namespaces.list(),
-    policies: () => policies.list(),
-    node: () => (nodeName === undefined ? undefined : nodes?.get(nodeName)),
-    hasSynced: () => pods.hasSynced() && namespaces.hasSynced() && policies.hasSynced() && (nodes?.hasSynced() ?? true),
-    onChange(handler) {
-      const resources = ['pods', 'namespaces', 'networkpolicies', ...(nodes ? ['nodes' as const] : [])] as const;
-      const removers = resources.map((resource) =>
-        kube.informers.onChange(resource, handler),
-      );
-      return () => removers.forEach((remove) => remove());
-    },
-    warnPolicy(namespace, name, reason, message) {
-      const policy = policies.get(namespace, name);
-      const involved = policy
-        ? { ...policy, apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy' }
-        : { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', namespace, name };
-      kube.events.warning(involved, reason, message).catch((error: unknown) => {
-        logger.warn({ err: error, policy: `${namespace}/${name}`, reason }, 'could not record event');
-      });
-    },
-  };
 }

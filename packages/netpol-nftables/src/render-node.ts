@@ -1,19 +1,7 @@
 import ipaddr from 'ipaddr.js';
 import type { Direction, IpFamily, LocalPod, PolicyModel } from '@kube-router/netpol';
-import {
-  ACCEPT_MARK,
-  COMMON_CHAIN,
-  DEFAULT_CHAIN,
-  EGRESS_MAP,
-  INGRESS_MAP,
-  LOCAL_PODS_SET,
-  NFLOG_GROUP,
-  POLICY_MARK,
-  TAIL_CHAIN,
-  TOP_CHAINS,
-  podChainName,
-  policyChainName,
-} from './names.js';
+import { ACCEPT_MARK, EGRESS_MAP, INGRESS_MAP, LOCAL_PODS_SET, POLICY_MARK, TOP_CHAINS } from './names.js';
+import { COMMON_CHAIN, DEFAULT_CHAIN, NFLOG_GROUP, TAIL_CHAIN, podChainName, policyChainName } from '@kube-router/netpol';
 import { chain } from './objects.js';
 import type { ChainRender, NftRuleText, SetRender } from './objects.js';
 
@@ -55,11 +43,37 @@ const CLEAR_POLICY_MARK = `meta mark set meta mark & ${hex(~POLICY_MARK >>> 0)}`
  * The node's part of a family's table. `failedPolicies` are policies whose transaction the kernel refused: their
  * targets fail closed like the targets of a policy that did not compile.
  */
+/**
+ * Pod chains rendered in the last two syncs, by what their rules depend on. An event re-renders the node with
+ * every local pod, and hashing each pod chain's rules again made the event's cost grow with the number of policies.
+ */
+export class PodChainCache {
+  #current = new Map<string, ChainRender>();
+  #previous = new Map<string, ChainRender>();
+
+  /** Forgets what the sync before the last one rendered and nothing since used; call once per sync. */
+  nextSync(): void {
+    this.#previous = this.#current;
+    this.#current = new Map();
+  }
+
+  get(key: string, render: () => ChainRender | undefined): ChainRender | undefined {
+    let found = this.#current.get(key) ?? this.#previous.get(key);
+    if (found === undefined) {
+      found = render();
+      if (found === undefined) return undefined;
+    }
+    this.#current.set(key, found);
+    return found;
+  }
+}
+
 export function renderNode(
   model: PolicyModel,
   family: IpFamily,
   options: NodeRenderOptions,
   failedPolicies: ReadonlySet<string> = new Set(),
+  podChainCache?: PodChainCache,
 ): NodeRender {
   const { keyword, type } = ADDRESS[family];
   const podChains: ChainRender[] = [];
@@ -70,11 +84,14 @@ export function renderNode(
     const ips = pod.ips[family];
     localPods.push(...ips);
     for (const direction of ['egress', 'ingress'] as const) {
-      const rules = renderPodChain(pod, direction, family, options, failedPolicies);
-      if (!rules) continue;
-      const name = podChainName(pod.id, direction, family);
-      podChains.push(chain(name, rules));
-      for (const ip of ips) (direction === 'ingress' ? ingress : egress).push(`${ip} : jump ${name}`);
+      const build = () => {
+        const rules = renderPodChain(pod, direction, family, options, failedPolicies);
+        return rules && chain(podChainName(pod.id, direction, family), rules);
+      };
+      const podChain = podChainCache ? podChainCache.get(podChainKey(pod, direction, family, options, failedPolicies), build) : build();
+      if (!podChain) continue;
+      podChains.push(podChain);
+      for (const ip of ips) (direction === 'ingress' ? ingress : egress).push(`${ip} : jump ${podChain.name}`);
     }
   }
 
@@ -136,6 +153,13 @@ export function renderNode(
       chain(TOP_CHAINS.output, [toPods, toTail], 'output'),
     ],
   };
+}
+
+/** Everything renderPodChain reads, as one string. */
+function podChainKey(pod: LocalPod, direction: Direction, family: IpFamily, options: NodeRenderOptions, failedPolicies: ReadonlySet<string>): string {
+  const state = pod[direction];
+  const failed = state.policies.some((id) => failedPolicies.has(id));
+  return [pod.id, pod.name, pod.namespace, direction, family, options.isolateUnselectedPods, state.isolated, state.failClosed, failed, ...state.policies].join('\0');
 }
 
 function renderPodChain(

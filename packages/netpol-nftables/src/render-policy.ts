@@ -1,6 +1,7 @@
 import type { CompiledPolicy, CompiledRule, Direction, IpFamily, PortRange } from '@kube-router/netpol';
 import { ipBlockElements } from './interval.js';
-import { DEFAULT_CHAIN, POLICY_MARK, policyChainName, ruleSetKey, ruleSetName } from './names.js';
+import { POLICY_MARK, ruleSetName } from './names.js';
+import { DEFAULT_CHAIN, policyChainName, ruleSetKey } from '@kube-router/netpol';
 import { chain } from './objects.js';
 import type { ChainRender, NftRuleText, SetRender } from './objects.js';
 
@@ -76,19 +77,26 @@ function renderRule(
   }
   if (peers.length === 0) return [];
 
+  // One port, one protocol or one named-port destination is matched as it is: an anonymous set of one element is
+  // still a set in the kernel, and every set in the table adds to what each `nft -f` reads before it writes.
   const ports: string[] = [];
   if (rule.allPorts) ports.push('');
   const numbered = rule.ports.filter((port) => port.port !== undefined);
-  if (numbered.length > 0) ports.push(`meta l4proto . th dport { ${numbered.map(portElement).join(', ')} }`);
+  if (numbered.length === 1) ports.push(portMatch(numbered[0] as PortRange));
+  else if (numbered.length > 1) ports.push(`meta l4proto . th dport { ${numbered.map(portElement).join(', ')} }`);
   const wholeProtocols = [...new Set(rule.ports.filter((port) => port.port === undefined).map((port) => port.protocol.toLowerCase()))];
-  if (wholeProtocols.length > 0) ports.push(`meta l4proto { ${wholeProtocols.join(', ')} }`);
+  if (wholeProtocols.length === 1) ports.push(`meta l4proto ${wholeProtocols[0] as string}`);
+  else if (wholeProtocols.length > 1) ports.push(`meta l4proto { ${wholeProtocols.join(', ')} }`);
   // Every named port of the rule in one set of destination . protocol . port: one lookup, one rule.
-  const named = rule.namedPorts.flatMap((entry) =>
+  const named = [...new Set(rule.namedPorts.flatMap((entry) =>
     entry.destinations[family].map((ip) => `${ip} . ${entry.protocol.toLowerCase()} . ${entry.port}`),
-  );
-  if (named.length > 0) {
+  ))].sort();
+  if (named.length === 1) {
+    const [ip, protocol, port] = (named[0] as string).split(' . ');
+    ports.push(`${keyword} daddr ${ip} meta l4proto ${protocol} th dport ${port}`);
+  } else if (named.length > 1) {
     const name = ruleSetName(policy.id, direction, key, 'named-ports', family);
-    sets.push({ name, type: `${type} . inet_proto . inet_service`, kind: 'hash', elements: [...new Set(named)].sort() });
+    sets.push({ name, type: `${type} . inet_proto . inet_service`, kind: 'hash', elements: named });
     ports.push(`${keyword} daddr . meta l4proto . th dport @${name}`);
   }
 
@@ -102,6 +110,11 @@ function renderRule(
     }
   }
   return rules;
+}
+
+function portMatch(port: PortRange): string {
+  const range = port.endPort !== undefined && port.endPort !== port.port ? `${port.port}-${port.endPort}` : `${port.port}`;
+  return `meta l4proto ${port.protocol.toLowerCase()} th dport ${range}`;
 }
 
 function portElement(port: PortRange): string {

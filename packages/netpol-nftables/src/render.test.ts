@@ -1,10 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import { COMMON_CHAIN, EGRESS_MAP, INGRESS_MAP, LOCAL_PODS_SET, TAIL_CHAIN, TOP_CHAINS, podChainName, policyChainName } from './names.js';
+import { EGRESS_MAP, INGRESS_MAP, LOCAL_PODS_SET, TOP_CHAINS } from './names.js';
+import { COMMON_CHAIN, TAIL_CHAIN, podChainName, policyChainName } from '@kube-router/netpol';
 import { chainScript } from './objects.js';
 import { renderNode } from './render-node.js';
 import type { NodeRenderOptions } from './render-node.js';
 import { renderPolicy } from './render-policy.js';
-import { policy, smallCluster } from './testing/fixtures.js';
+import { compileNetworkPolicies } from '@kube-router/netpol';
+import type { NetworkPolicyLike } from '@kube-router/netpol';
+import { fixturePod as pod, fixturePolicy as policy, smallClusterInput } from '@kube-router/testkit/netpol-conformance';
+import type { FixturePod } from '@kube-router/testkit/netpol-conformance';
+
+const smallCluster = (policies: readonly NetworkPolicyLike[], extraPods: readonly FixturePod[] = []) =>
+  compileNetworkPolicies(smallClusterInput(policies, extraPods));
 
 const NODE_OPTIONS: NodeRenderOptions = {
   defaultDeny: false,
@@ -35,25 +42,39 @@ describe('renderPolicy', () => {
   if (!compiled) throw new Error('no policy');
   const rendered = renderPolicy(compiled, ['ipv4', 'ipv6']);
 
-  it('renders typed sets: peer pods, an interval set of the ipBlocks, address . protocol . port for named ports', () => {
+  it('renders typed sets: peer pods and an interval set of the ipBlocks', () => {
     const v4 = rendered.families.ipv4;
     expect(v4?.sets.map((set) => [set.type, set.kind, set.elements])).toEqual([
       ['ipv4_addr', 'hash', ['10.0.0.3', '10.0.1.3']],
       ['ipv4_addr', 'interval', ['192.168.0.0-192.168.0.255', '192.168.2.0-192.168.255.255']],
-      ['ipv4_addr . inet_proto . inet_service', 'hash', ['10.0.0.2 . tcp . 8080']],
     ]);
-    // The ipBlocks are IPv4 only: IPv6 gets the pods and the named port, never "any".
-    expect(rendered.families.ipv6?.sets.map((set) => set.type)).toEqual(['ipv6_addr', 'ipv6_addr . inet_proto . inet_service']);
+    // The ipBlocks are IPv4 only: IPv6 gets the pods, never "any".
+    expect(rendered.families.ipv6?.sets.map((set) => set.type)).toEqual(['ipv6_addr']);
   });
 
-  it('matches numeric ports in one concatenated set and each peer set once per port match', () => {
+  it('matches one port, one protocol and one named-port destination without a set, each peer set once per port match', () => {
     const chain = rendered.families.ipv4?.chains[0];
     expect(chain?.name).toBe(policyChainName('web/server-from-clients', 'ingress', 'ipv4'));
     const texts = chain?.rules.map((rule) => rule.text) ?? [];
     expect(texts).toHaveLength(6);
-    expect(texts[0]).toMatch(/^ip saddr @KUBE-SRC-[0-9A-F]{16} meta l4proto \. th dport \{ udp \. 9000-9010 \} meta mark set meta mark \| 0x10000 return$/);
-    expect(texts[1]).toMatch(/ meta l4proto \{ sctp \} /);
-    expect(texts[2]).toMatch(/ ip daddr \. meta l4proto \. th dport @KUBE-DST-[0-9A-F]{16} /);
+    expect(texts[0]).toMatch(/^ip saddr @KUBE-SRC-[0-9A-F]{16} meta l4proto udp th dport 9000-9010 meta mark set meta mark \| 0x10000 return$/);
+    expect(texts[1]).toMatch(/ meta l4proto sctp /);
+    expect(texts[2]).toMatch(/ ip daddr 10\.0\.0\.2 meta l4proto tcp th dport 8080 /);
+  });
+
+  it('matches several ports in one concatenated set and several named-port destinations in a typed set', () => {
+    const twoServers = smallCluster(
+      [policy('web/both', { podSelector: {}, ingress: [{ ports: [{ port: 'http' }, { port: 80 }, { port: 53, protocol: 'UDP' }, { protocol: 'SCTP' }, { protocol: 'UDP' }] }] })],
+      [pod('web/other-server', ['10.0.0.4', 'fd00::4'], { app: 'server' }, { ports: [{ name: 'http', port: 8081 }] })],
+    );
+    const v4 = renderPolicy(twoServers.policies[0] as never, ['ipv4']).families.ipv4;
+    const texts = v4?.chains[0]?.rules.map((rule) => rule.text) ?? [];
+    expect(texts[0]).toMatch(/^meta l4proto \. th dport \{ tcp \. 80, udp \. 53 \} /);
+    expect(texts[1]).toMatch(/^meta l4proto \{ udp, sctp \} /);
+    expect(texts[2]).toMatch(/^ip daddr \. meta l4proto \. th dport @KUBE-DST-[0-9A-F]{16} /);
+    expect(v4?.sets.map((set) => [set.type, set.elements])).toEqual([
+      ['ipv4_addr . inet_proto . inet_service', ['10.0.0.2 . tcp . 8080', '10.0.0.4 . tcp . 8081']],
+    ]);
   });
 
   it('renders identically twice (names and digests are stable)', () => {

@@ -2,7 +2,7 @@ import { createNetpolIptablesPlugin } from '@kube-router/netpol-iptables';
 import type { ControllerPlugin } from '@kube-router/controller';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestEnforcer } from './testing/enforcer.js';
-import { mismatches } from './testing/probes.js';
+import { mismatches } from '@kube-router/testkit/netpol-conformance';
 import { missingForRealTests, startWorld } from './testing/world.js';
 import type { World } from './testing/world.js';
 

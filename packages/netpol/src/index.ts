@@ -48,3 +48,27 @@ export type {
   ObjectMetaLike,
   PodLike,
 } from './types.js';
+export {
+  COMMON_CHAIN,
+  DEFAULT_CHAIN,
+  DESTINATION_SET_PREFIX,
+  NETPOL_CONTROLLER,
+  NFLOG_GROUP,
+  POD_CHAIN_PREFIX,
+  POLICY_CHAIN_PREFIX,
+  PolicyRenders,
+  SOURCE_SET_PREFIX,
+  TAIL_CHAIN,
+  PolicyWarnings,
+  defaultDenyPodCidrs,
+  informerSources,
+  netpolFamilies,
+  netpolOptionFields,
+  podChainName,
+  policyChainName,
+  reportPolicyProblems,
+  reportRefusedPolicies,
+  ruleSetKey,
+  stableHash,
+} from './runtime/index.js';
+export type { NetpolSources, WarningLogger } from './runtime/index.js';

@@ -1,0 +1,92 @@
+import { SyncFailures } from '@kube-router/controller';
+import { describe, expect, it } from 'vitest';
+import { compileNetworkPolicies } from '../compiler.js';
+import type { NamespaceLike, NetworkPolicyLike, PodLike } from '../types.js';
+import { netpolFamilies, netpolOptionFields } from './options.js';
+import { policyChainName, stableHash } from './names.js';
+import type { NetpolSources } from './sources.js';
+import { PolicyRenders, PolicyWarnings, defaultDenyPodCidrs, reportRefusedPolicies } from './sync.js';
+
+const pods = [
+  { metadata: { namespace: 'web', name: 'server', labels: { app: 'server' } }, spec: { nodeName: 'node-a', containers: [] }, status: { phase: 'Running', podIP: '10.0.0.2', podIPs: [{ ip: '10.0.0.2' }] } },
+] as PodLike[];
+const namespaces = [{ metadata: { name: 'web', labels: {} } }] as NamespaceLike[];
+/** A policy on web/server that allows all ingress, or none. */
+const policyOf = (name: string, allow: 'all' | 'none') =>
+  ({ metadata: { namespace: 'web', name }, spec: { podSelector: { matchLabels: { app: 'server' } }, ingress: allow === 'all' ? [{}] : [] } }) as NetworkPolicyLike;
+
+describe('PolicyRenders', () => {
+  it('keeps a policy’s render object while its fingerprint holds, renders it again when it changes, forgets it when it goes', async () => {
+    let renders = 0;
+    const cache = new PolicyRenders((policy) => ({ id: policy.id, fingerprint: policy.fingerprint, serial: ++renders }));
+    const model = (list: NetworkPolicyLike[]) => compileNetworkPolicies({ nodeName: 'node-a', pods, namespaces, policies: list });
+    const first = await cache.update(model([policyOf('a', 'all'), policyOf('b', 'all')]), () => undefined);
+    const second = await cache.update(model([policyOf('a', 'all'), policyOf('b', 'none')]), () => undefined);
+    expect(second[0]).toBe(first[0]);
+    expect(second[1]).not.toBe(first[1]);
+    await cache.update(model([policyOf('b', 'none')]), () => undefined);
+    const back = await cache.update(model([policyOf('a', 'all'), policyOf('b', 'none')]), () => undefined);
+    expect(back[0]).not.toBe(first[0]);
+    expect(renders).toBe(4);
+  });
+});
+
+describe('PolicyWarnings', () => {
+  it('records a warning once while it lasts, and again after it went away and came back', () => {
+    const events: string[] = [];
+    const warnings = new PolicyWarnings((namespace, name, reason) => events.push(`${namespace}/${name} ${reason}`));
+    for (const present of [true, true, false, true]) {
+      warnings.begin();
+      if (present) warnings.report('web/a', 'Bad', 'why');
+      warnings.end();
+    }
+    expect(events).toEqual(['web/a Bad', 'web/a Bad']);
+  });
+
+  it('turns refused policies into failures of the sync, failed-closed ids and NetworkPolicyNotProgrammed events', () => {
+    const events: string[] = [];
+    const warnings = new PolicyWarnings((namespace, name, reason, message) => events.push(`${namespace}/${name} ${reason}: ${message}`));
+    const failures = new SyncFailures();
+    const failedClosed = new Set<string>();
+    warnings.begin();
+    reportRefusedPolicies(new Map([['web/a', new Error('Could not process rule')]]), failures, failedClosed, warnings);
+    expect(failures.size).toBe(1);
+    expect([...failedClosed]).toEqual(['web/a']);
+    expect(events[0]).toMatch(/^web\/a NetworkPolicyNotProgrammed: .*Could not process rule/);
+  });
+});
+
+describe('defaultDenyPodCidrs', () => {
+  const sources = (node: ReturnType<NonNullable<NetpolSources['node']>>): NetpolSources => ({
+    pods: () => [],
+    namespaces: () => [],
+    policies: () => [],
+    hasSynced: () => true,
+    onChange: () => () => undefined,
+    warnPolicy: () => undefined,
+    node: () => node,
+  });
+
+  it("reads the Node's pod CIDRs, and fails the sync (returning none) when it has none", () => {
+    const failures = new SyncFailures();
+    expect(defaultDenyPodCidrs(sources({ spec: { podCIDRs: ['10.0.0.0/24', 'fd00::/64'] } }), 'node-a', failures)).toEqual(['10.0.0.0/24', 'fd00::/64']);
+    expect(failures.size).toBe(0);
+    expect(defaultDenyPodCidrs(sources({ spec: {} }), 'node-a', failures)).toEqual([]);
+    expect(failures.list[0]?.object).toBe('default-deny');
+  });
+});
+
+describe('options and names', () => {
+  it('enforces for the enabled families in order and refuses neither', () => {
+    expect(netpolFamilies({ enableIpv4: true, enableIpv6: true })).toEqual(['ipv4', 'ipv6']);
+    expect(netpolFamilies({ enableIpv4: false, enableIpv6: true })).toEqual(['ipv6']);
+    expect(() => netpolFamilies({ enableIpv4: false, enableIpv6: false })).toThrow(/both false/);
+    expect(netpolOptionFields.nodePortRange.safeParse('32767-30000').success).toBe(false);
+  });
+
+  it('names alike on every call (the hash is remembered, not changed)', () => {
+    expect(stableHash('policy', 'web/a', 'ingress', 'ipv4')).toMatch(/^[0-9A-F]{16}$/);
+    expect(policyChainName('web/a', 'ingress', 'ipv4')).toBe(`KUBE-NWPLCY-${stableHash('policy', 'web/a', 'ingress', 'ipv4')}`);
+    expect(policyChainName('web/a', 'ingress', 'ipv4')).toBe(policyChainName('web/a', 'ingress', 'ipv4'));
+  });
+});

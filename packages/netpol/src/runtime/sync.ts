@@ -1,0 +1,124 @@
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { messageOf } from '@kube-router/controller';
+import type { SyncFailures } from '@kube-router/controller';
+import { nodePodCidrs } from '@kube-router/kube';
+import type { CompiledPolicy, PolicyModel } from '../model.js';
+import { policyProblemReports } from '../problem-reports.js';
+import type { NetpolSources } from './sources.js';
+
+/** The controller name of either netpol backend: one health check, one metrics label, whichever runs. */
+export const NETPOL_CONTROLLER = 'netpol';
+
+/** Rendering yields to the event loop after this much work, so that /healthz and informers keep answering. */
+const SLICE_MS = 10;
+
+/**
+ * A backend's renders of the compiled policies, each kept while the policy's fingerprint holds: an unchanged policy
+ * keeps its render object, which the backends' appliers use to skip it without comparing what it holds.
+ */
+export class PolicyRenders<Render extends { readonly fingerprint: string }> {
+  readonly #render: (policy: CompiledPolicy) => Render;
+  readonly #renders = new Map<string, Render>();
+
+  constructor(render: (policy: CompiledPolicy) => Render) {
+    this.#render = render;
+  }
+
+  /** The renders of the model's policies, in its order; forgets those of policies gone. */
+  async update(model: PolicyModel, progress: () => void): Promise<Render[]> {
+    const result: Render[] = [];
+    const current = new Set<string>();
+    let sliceStart = performance.now();
+    for (const policy of model.policies) {
+      current.add(policy.id);
+      let render = this.#renders.get(policy.id);
+      if (render?.fingerprint !== policy.fingerprint) {
+        render = this.#render(policy);
+        this.#renders.set(policy.id, render);
+      }
+      result.push(render);
+      if (performance.now() - sliceStart > SLICE_MS) {
+        await yieldToEventLoop();
+        progress();
+        sliceStart = performance.now();
+      }
+    }
+    for (const id of this.#renders.keys()) if (!current.has(id)) this.#renders.delete(id);
+    return result;
+  }
+}
+
+/**
+ * Warning events on policies, each recorded once while it lasts: a problem reported again by the next sync is not
+ * recorded again; one that went away and comes back is.
+ */
+export class PolicyWarnings {
+  readonly #warn: NetpolSources['warnPolicy'];
+  #reported = new Set<string>();
+  #seen = new Set<string>();
+
+  constructor(warn: NetpolSources['warnPolicy']) {
+    this.#warn = warn;
+  }
+
+  /** Call at the start of each sync's reporting. */
+  begin(): void {
+    this.#seen = new Set();
+  }
+
+  report(policyId: string, reason: string, message: string): void {
+    const key = `${policyId}\0${reason}\0${message}`;
+    this.#seen.add(key);
+    if (this.#reported.has(key)) return;
+    this.#reported.add(key);
+    const [namespace = '', name = ''] = policyId.split('/');
+    this.#warn(namespace, name, reason, message);
+  }
+
+  /** Call once the sync reported everything: what it did not report again is forgotten. */
+  end(): void {
+    this.#reported = new Set([...this.#reported].filter((key) => this.#seen.has(key)));
+  }
+}
+
+/** Joins invalid policies (those selecting local pods) into the sync error and warns; returns the ids failed closed. */
+export function reportPolicyProblems(model: PolicyModel, failures: SyncFailures, warnings: PolicyWarnings): Set<string> {
+  const failedClosed = new Set<string>();
+  for (const problem of policyProblemReports(model)) {
+    if (problem.failsClosed) {
+      failedClosed.add(problem.policy);
+      failures.add(`policy/${problem.policy}`, new Error(problem.message));
+    }
+    warnings.report(problem.policy, problem.reason, problem.message);
+  }
+  return failedClosed;
+}
+
+/** Policies the kernel refused: their pods were failed closed; each is a failure of the sync and a Warning event. */
+export function reportRefusedPolicies(
+  refused: ReadonlyMap<string, unknown>,
+  failures: SyncFailures,
+  failedClosed: Set<string>,
+  warnings: PolicyWarnings,
+): void {
+  for (const [id, error] of refused) {
+    failedClosed.add(id);
+    failures.add(`policy/${id}`, error);
+    warnings.report(id, 'NetworkPolicyNotProgrammed', `the kernel refused the policy's rules, its pods fail closed: ${messageOf(error)}`);
+  }
+}
+
+/**
+ * This node's pod CIDRs for --netpol-default-deny. Without any there is nothing to guard with: the failure joins the
+ * sync's (so the operator sees it) and everything else is still programmed.
+ */
+export function defaultDenyPodCidrs(sources: NetpolSources, nodeName: string, failures: SyncFailures): string[] {
+  try {
+    const cidrs = nodePodCidrs(sources.node?.());
+    if (cidrs.length === 0) throw new Error(`node ${nodeName} has no pod CIDRs (spec.podCIDRs or kube-router.io/pod-cidrs)`);
+    return cidrs;
+  } catch (error) {
+    failures.add('default-deny', error);
+    return [];
+  }
+}
