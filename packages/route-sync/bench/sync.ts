@@ -11,6 +11,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { InjectedRoute } from '@kube-router/controller';
+import { reportBench } from '@kube-router/testkit/bench';
 import { createRouteNode, createRouteSync, missingForRealTests } from '../src/testing/world.js';
 
 const ROUTES = 5_000;
@@ -67,6 +68,14 @@ try {
   console.log(`  bare ip -batch of the route add lines:      ${fmt(median(bare))}`);
   console.log(`  route-sync pass installing them:            ${fmt(median(install))}  (${(median(install) / median(bare)).toFixed(2)}x bare, ${Math.round(ROUTES / (median(install) / 1000))} routes/s)`);
   console.log(`  route-sync pass, all in place, no change:   ${fmt(median(unchanged))}  (${(median(unchanged) / median(bare)).toFixed(2)}x bare install)`);
+  reportBench({
+    plugin: 'route-sync',
+    figures: [
+      { name: 'install pass / bare ip -batch', value: median(install) / median(bare), unit: 'x', better: 'lower' },
+      { name: 'unchanged pass / bare ip -batch', value: median(unchanged) / median(bare), unit: 'x', better: 'lower' },
+      { name: 'install pass', value: median(install), unit: 'ms', better: 'lower' },
+    ],
+  });
 } finally {
   await node.remove();
 }

@@ -1,6 +1,6 @@
-import { createSyncController, SyncFailures, type Controller, type PluginContext } from '@kube-router/controller';
+import { createSyncController, setLongTimeout, SyncFailures, type Controller, type PluginContext } from '@kube-router/controller';
 import type { IpFamily, IpRoute2 } from '@kube-router/netfilter';
-import { routeObject, type InstalledRoute } from './kernel-route.js';
+import { routeKey, routeObject, type InstalledRoute } from './kernel-route.js';
 import { applyRouteChanges, listOwnRoutes } from './kernel.js';
 import { RouteSyncMetrics } from './metrics.js';
 import { planRouteChanges } from './plan.js';
@@ -14,6 +14,8 @@ export interface RouteSyncSettings {
   protocol: number;
   families: Readonly<Record<IpFamily, boolean>>;
   syncPeriodMs: number;
+  /** How long routes an earlier run left are kept while no owner wants them (see the option). */
+  adoptionGraceMs: number;
   minSyncIntervalMs?: number;
   syncTimeoutMs?: number;
 }
@@ -31,6 +33,15 @@ export function createRouteSyncController(
   const { ip, wanted } = world;
   const families = (['ipv4', 'ipv6'] as const).filter((family) => settings.families[family]);
   let unsubscribe: (() => void) | undefined;
+  /**
+   * The routes of ours found in the kernel by the first listing, until the adoption grace ends: kept while no owner
+   * wants them, because after a restart the owners have not relearned their routes yet. Undefined before that listing
+   * and after the grace.
+   */
+  let adopted: Set<string> | undefined;
+  /** Whether the first listing is still to come and the grace not over: only then is `adopted` taken. */
+  let adopting = settings.adoptionGraceMs > 0;
+  let graceTimer: { clear(): void } | undefined;
 
   return createSyncController(ctx, {
     name: ROUTE_SYNC_CONTROLLER,
@@ -39,10 +50,19 @@ export function createRouteSyncController(
     ...(settings.syncTimeoutMs !== undefined && { syncTimeoutMs: settings.syncTimeoutMs }),
     start({ requestSync }) {
       unsubscribe = wanted.onChange(() => requestSync('routes changed'));
+      if (settings.adoptionGraceMs > 0) {
+        graceTimer = setLongTimeout(() => {
+          if (adopted && adopted.size > 0) ctx.logger.info({ routes: adopted.size }, 'adoption grace over: routes nobody relearned go');
+          adopting = false;
+          adopted = undefined;
+          requestSync('adoption grace over');
+        }, settings.adoptionGraceMs);
+      }
     },
     stop() {
       // The routes stay: pods keep their connectivity while the agent restarts, and the next run adopts them.
       unsubscribe?.();
+      graceTimer?.clear();
     },
     async sync({ progress }) {
       const endTimer = metrics.syncTime.startTimer();
@@ -66,7 +86,15 @@ export function createRouteSyncController(
           return false;
         });
         progress();
-        const changes = planRouteChanges(programmable, installed);
+        if (adopting && listed.size === families.length) {
+          adopting = false;
+          adopted = new Set(installed.map(routeKey));
+          if (adopted.size > 0) ctx.logger.info({ routes: adopted.size, graceMs: settings.adoptionGraceMs }, 'adopted the routes an earlier run left');
+        }
+        if (adopted) for (const route of programmable) adopted.delete(routeKey(route));
+        const kept = adopted;
+        // An adopted route nobody wants yet stays in the kernel (and out of the plan) until the grace is over.
+        const changes = planRouteChanges(programmable, kept ? installed.filter((route) => !kept.has(routeKey(route))) : installed);
         const applied = await applyRouteChanges(ip, changes, settings.protocol, failures);
         metrics.added.inc(applied.added);
         metrics.removed.inc(applied.removed);

@@ -16,6 +16,13 @@ export const routeSyncOptions = z.strictObject({
   /** --enable-ipv4 / --enable-ipv6: which families' routes are listed and programmed. */
   enableIpv4: z.boolean().default(true),
   enableIpv6: z.boolean().default(true),
+  /**
+   * How long the routes of ours that an earlier run left in the kernel are kept while no owner wants them (90 s, the
+   * agent passes --bgp-graceful-restart-time). An agent restart must not cut pods off while routing-bgp relearns its
+   * routes from its peers; a route this run installed and an owner withdrew goes at once. 0 removes leftovers on the
+   * first sync.
+   */
+  adoptionGraceMs: z.number().int().nonnegative().default(90_000),
   /** Runs every `ip` command inside this network namespace. */
   netns: z.string().min(1).optional(),
   /** Deadline of each `ip` command. */

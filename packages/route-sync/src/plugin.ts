@@ -31,6 +31,7 @@ export function createRouteSyncPlugin(overrides: RouteSyncPluginOverrides = {}):
         protocol: options.protocol,
         families: { ipv4: options.enableIpv4, ipv6: options.enableIpv6 },
         syncPeriodMs: options.syncPeriodMs,
+        adoptionGraceMs: options.adoptionGraceMs,
         ...(options.minSyncIntervalMs !== undefined && { minSyncIntervalMs: options.minSyncIntervalMs }),
         ...(options.syncTimeoutMs !== undefined && { syncTimeoutMs: options.syncTimeoutMs }),
       });

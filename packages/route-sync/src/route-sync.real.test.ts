@@ -88,15 +88,45 @@ describe.skipIf(missing !== undefined)(`route-sync in a network namespace ${miss
     expect(await metricValue(rs.metrics, 'kube_router_host_routes_synced')).toBe(1);
   });
 
-  it('removes on its first sync the routes of ours that an earlier run left and nobody wants now', async () => {
+  it('removes on its first sync, with no adoption grace, the routes of ours that an earlier run left and nobody wants now', async () => {
     await node.ip.batch(['route add 10.250.0.0/24 via 192.0.2.7 proto 17', 'route add fd00:250::/64 via 2001:db8::7 proto 17 table 42']);
-    const rs = await createRouteSync(node);
+    const rs = await createRouteSync(node, { adoptionGraceMs: 0 });
     await rs.controller.start({ requestSync: () => undefined, signal: new AbortController().signal });
     stops.push(() => rs.controller.stop());
     const outcome = await rs.controller.runObservedSync('initial');
     expect(outcome.ok, outcome.ok ? '' : String(outcome.error)).toBe(true);
     expect((await node.routesOf(OURS)).size).toBe(0);
     expect(await metricValue(rs.metrics, 'kube_router_host_routes_removed')).toBe(2);
+  });
+
+  it('keeps an earlier run’s routes through the adoption grace (an agent restart), then removes those nobody relearned', async () => {
+    await node.ip.batch([
+      'route add 10.250.0.0/24 via 192.0.2.7 proto 17',
+      'route add 10.250.1.0/24 via 192.0.2.7 proto 17',
+      'route add 10.250.2.0/24 via 192.0.2.7 proto 17',
+    ]);
+    const requests: string[] = [];
+    const rs = await createRouteSync(node, { adoptionGraceMs: 1_500 });
+    await rs.controller.start({ requestSync: (reason) => requests.push(reason), signal: new AbortController().signal });
+    stops.push(() => rs.controller.stop());
+    expect((await rs.controller.runObservedSync('initial')).ok).toBe(true);
+    // Nobody has relearned anything yet: the kernel keeps forwarding on the old routes.
+    expect(Object.fromEntries(await node.routesOf(OURS))).toEqual({
+      '10.250.0.0/24': '192.0.2.7',
+      '10.250.1.0/24': '192.0.2.7',
+      '10.250.2.0/24': '192.0.2.7',
+    });
+    // One is relearned with a new next hop, one is relearned and then withdrawn within the grace: both are this run's now.
+    rs.service.setRoutes('bgp', [{ destination: '10.250.0.0/24', gateway: '192.0.2.8' }, { destination: '10.250.1.0/24', gateway: '192.0.2.7' }]);
+    expect((await rs.controller.runObservedSync('routes changed')).ok).toBe(true);
+    rs.service.setRoutes('bgp', [{ destination: '10.250.0.0/24', gateway: '192.0.2.8' }]);
+    expect((await rs.controller.runObservedSync('routes changed')).ok).toBe(true);
+    expect(Object.fromEntries(await node.routesOf(OURS))).toEqual({ '10.250.0.0/24': '192.0.2.8', '10.250.2.0/24': '192.0.2.7' });
+    expect(await metricValue(rs.metrics, 'kube_router_host_routes_removed')).toBe(1);
+    // The grace ends with a sync request; that sync removes the route nobody relearned.
+    await waitFor('the end of the adoption grace', () => requests.includes('adoption grace over'), 5_000);
+    expect((await rs.controller.runObservedSync('adoption grace over')).ok).toBe(true);
+    expect(Object.fromEntries(await node.routesOf(OURS))).toEqual({ '10.250.0.0/24': '192.0.2.8' });
   });
 
   it('never touches a route of another protocol, even at a destination it wants', async () => {

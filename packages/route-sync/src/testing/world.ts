@@ -107,13 +107,8 @@ export async function runScheduled(controller: Controller): Promise<{ scheduler:
   };
 }
 
-export async function waitFor(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+/** The repository's one waiter (`@kube-router/testkit`), here beside the harness that the tests import. */
+export { waitFor } from '@kube-router/testkit';
 
 export async function metricValue(metrics: AgentMetrics, name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
   const metric = metrics.registry.getSingleMetric(name);
