@@ -4,6 +4,7 @@
  *
  *   npm run bench -w @kube-router/agent
  */
+import { reportBench } from '@kube-router/testkit/bench';
 import { renderBlocking, renderInWorker, renderYielding } from '../src/testing/cpu-render.js';
 import { percentile } from '../src/testing/health-poller.js';
 import { probeHealthDuringRender, type Render } from '../src/testing/render-probe.js';
@@ -51,3 +52,14 @@ for (const row of rows) {
       .padStart(7)}x`,
   );
 }
+const byName = new Map(rows.map((row) => [row.name, row]));
+const worker = byName.get('render in a worker thread')!;
+const yielding = byName.get('render on the loop, yielding every 2 ms')!;
+reportBench({
+  plugin: 'agent',
+  figures: [
+    { name: '/healthz p99, render in a worker / idle', value: worker.p99 / idle.p99, unit: 'x', better: 'lower' },
+    { name: '/healthz p99, render yielding every 2 ms / idle', value: yielding.p99 / idle.p99, unit: 'x', better: 'lower' },
+    { name: '/healthz p99 idle', value: idle.p99, unit: 'ms', better: 'lower' },
+  ],
+});

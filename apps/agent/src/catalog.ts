@@ -6,6 +6,7 @@ import { routeSyncPlugin, type RouteSyncOptions } from '@kube-router/route-sync'
 import { routingBgpPlugin, type RoutingBgpOptions } from '@kube-router/routing-bgp';
 import type { PluginEntry } from './assembly.js';
 import { FEATURES, type AgentConfig, type Feature } from './flags.js';
+import { peerRoutersOfFlags } from './peer-routers.js';
 
 /**
  * Builds the plugins of one feature from the agent's configuration: the flags become plugin options here, so that
@@ -95,6 +96,8 @@ export function proxyOptions(config: AgentConfig, netns?: string): ProxyIpvsOpti
 export function routeSyncOptions(config: AgentConfig): RouteSyncOptions {
   return {
     syncPeriodMs: config.routing.injectedRoutesSyncPeriodMs,
+    // The routes an earlier run left stay as long as BGP peers keep this node's routes through a restart.
+    adoptionGraceMs: config.routing.bgp.gracefulRestartTimeMs,
     enableIpv4: config.ipFamilies.ipv4,
     enableIpv6: config.ipFamilies.ipv6,
   };
@@ -112,12 +115,37 @@ export function routingBgpOptions(config: AgentConfig): RoutingBgpOptions {
     nodesFullMesh: routing.nodesFullMesh,
     enableIbgp: routing.enableIbgp,
     advertisePodCidr: routing.advertisePodCidr,
+    advertiseClusterIp: routing.advertiseClusterIp,
+    advertiseExternalIp: routing.advertiseExternalIp,
+    advertiseLoadBalancerIp: routing.advertiseLoadBalancerIp,
+    // kube-router's svcip validator filters the router's announcements as well as the proxy's services.
+    strictExternalIpValidation: config.proxy.strictExternalIpValidation,
+    serviceExternalIpRanges: config.services.externalIpRanges,
+    loadBalancerIpRanges: config.proxy.loadBalancerIpRanges,
+    serviceClusterIpRanges: config.services.clusterIpRanges,
+    overrideNextHop: routing.overrideNextHop,
     enablePodEgress: routing.enablePodEgress,
     enableCni: routing.enableCni,
     autoMtu: routing.autoMtu,
     ...(routing.gobgpAdmin.address !== '' && { gobgpAdminAddress: routing.gobgpAdmin.address }),
     gobgpAdminPort: routing.gobgpAdmin.port,
+    peerRouters: usablePeerRouters(routing.peers),
+    peerMultihopTtl: routing.peers.multihopTtl,
+    gracefulRestart: routing.bgp.gracefulRestart,
+    gracefulRestartTimeSeconds: Math.round(routing.bgp.gracefulRestartTimeMs / 1000),
+    gracefulRestartDeferralTimeSeconds: Math.round(routing.bgp.gracefulRestartDeferralTimeMs / 1000),
   };
+}
+
+/**
+ * The external peers of the --peer-router-* flags. The flags were checked at start (flag-validation.ts), but the
+ * passwords file is read again here: if it became unreadable, or a configuration was built without parseFlags, the
+ * start is refused rather than peering without MD5 or without a peer.
+ */
+function usablePeerRouters(flags: AgentConfig['routing']['peers']): NonNullable<RoutingBgpOptions['peerRouters']> {
+  const { peerRouters, problems } = peerRoutersOfFlags(flags);
+  if (problems.length > 0) throw new Error(`the external BGP peers cannot be configured: ${problems.join('; ')}`);
+  return peerRouters;
 }
 
 /** The flag that enables each feature, for messages. */

@@ -261,7 +261,7 @@ describe('help and version', () => {
     expect(help).toMatch(/^ {6}--iptables-sync-period duration +The delay .* \(default 5m0s\)$/m);
     expect(help).toMatch(/^ {6}--health-port uint16 +Health check port, 0 = Disabled \(default 20244\)$/m);
     expect(help).toMatch(/^ {2}-v, --v string +log level for V logs \(default "0"\)$/m);
-    expect(help).toMatch(/^ {6}--bgp-graceful-restart +Enables .* \[not implemented in this build\]$/m);
+    expect(help).toMatch(/^ {6}--enable-bfd +Enable BFD for GoBGP \[not implemented in this build\]$/m);
     expect(help).toMatch(/--health-window controller=duration +Health window of one controller \(netpol, proxy, routing-bgp, route-sync, lballoc\)/);
     // The names are the controllers' own (the `controller` label and health check name).
     for (const name of [NETPOL_CONTROLLER, LBALLOC_CONTROLLER]) expect(FLAGS['health-window'].usage).toMatch(new RegExp(`[( ]${name}[,)]`));
@@ -296,11 +296,11 @@ describe('unsupportedSettings', () => {
 
   it('refuses a flag that no plugin implements once set, only while its feature runs', () => {
     const catalogWithRouter: PluginCatalog = { ...catalog, router: () => [], 'service-proxy': () => [] };
-    expect(check(['--bgp-graceful-restart', '--bgp-graceful-restart-time=10s'], catalogWithRouter)).toEqual([
-      '--bgp-graceful-restart=true: not implemented by the router plugins of this build (only its default false is accepted)',
-      '--bgp-graceful-restart-time=10s: not implemented by the router plugins of this build (only its default 1m30s is accepted)',
+    expect(check(['--enable-bfd', '--bfd-port=4000'], catalogWithRouter)).toEqual([
+      '--bfd-port=4000: not implemented by the router plugins of this build (only its default 3784 is accepted)',
+      '--enable-bfd=true: not implemented by the router plugins of this build (only its default false is accepted)',
     ]);
-    expect(check(['--bgp-graceful-restart', '--run-router=false'], catalogWithRouter)).toEqual([]);
+    expect(check(['--enable-bfd', '--run-router=false'], catalogWithRouter)).toEqual([]);
     expect(check(['--enable-pprof', '--run-router=false', '--run-service-proxy=false'])).toEqual([
       '--enable-pprof=true: not implemented by the agent of this build (only its default false is accepted)',
     ]);

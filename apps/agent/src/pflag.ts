@@ -185,11 +185,13 @@ export function ipListSyntax(): FlagSyntax<string[]> {
   };
 }
 
+/**
+ * pflag's slices: an empty value is an empty list, but a blank item inside one is kept (kube-router documents
+ * `--peer-router-passwords=pw,,pw` for a peer without a password); the typed lists refuse it as pflag does.
+ */
 function splitList(text: string): string[] {
-  return text
-    .split(',')
-    .map((item) => item.trim())
-    .filter((item) => item !== '');
+  if (text.trim() === '') return [];
+  return text.split(',').map((item) => item.trim());
 }
 
 function parseUnsigned(text: string, bits: 8 | 16 | 32 | 64): number {

@@ -90,7 +90,9 @@ export async function runCli(argv: readonly string[], deps: CliDependencies = {}
     plugins = pluginsForConfig(config, catalog);
   } catch (error) {
     if (error instanceof MissingFeatureError) return refuse(error, EXIT.usage);
-    throw error;
+    // A plugin's options could not be built from the flags (an unreadable --peer-router-passwords-file): a clean
+    // refusal naming the flag, never an unhandled rejection.
+    return refuse(error instanceof Error ? error : new Error(String(error)), EXIT.failure);
   }
 
   const unguard = deps.guardProcess === false ? () => undefined : guardProcess(logger);

@@ -111,7 +111,9 @@ function seriesValue(exposition: string, name: string, controller: string): numb
 
 describe('a platform team consumes the packed packages', () => {
   it('runs a custom assembly (lballoc and its own plugin) against the embedded API server', async () => {
-    const testkit = (await import(pathToFileURL(join(project, 'node_modules/@kube-router/testkit/dist/index.js')).href)) as {
+    // The installed API server module itself: vitest resolves bare imports with the workspace's source condition, which
+    // would send the tarball's other modules to their .ts sources (the agent below runs under plain node).
+    const testkit = (await import(pathToFileURL(join(project, 'node_modules/@kube-router/testkit/dist/apiserver/server.js')).href)) as {
       startApiServer(options: { port: number }): Promise<ApiServerLike>;
     };
     api = await testkit.startApiServer({ port: 0 });

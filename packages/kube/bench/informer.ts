@@ -15,6 +15,7 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { startApiServer } from '@kube-router/testkit';
 import type { ApiServer } from '@kube-router/testkit';
+import { reportBench } from '@kube-router/testkit/bench';
 import { pino } from 'pino';
 import { InformerFactory, loadKubeConfig } from '../src/index.js';
 import type { PodLister } from '../src/index.js';
@@ -167,6 +168,18 @@ try {
   const paged = await informerSync(kubeConfig, 500);
   console.log(`  list-sync, pages of 500:   bare list ${barePaged.ms.toFixed(0)} ms; informer ${paged.ms.toFixed(0)} ms, ${perSecond(POD_COUNT, paged.ms)} pods/s; ratio informer/bare ${(paged.ms / barePaged.ms).toFixed(2)}`);
   console.log(`    (paging costs ${(barePaged.ms / bare.ms).toFixed(1)}× a single list here: the embedded server rereads the whole collection for each page)`);
+  reportBench({
+    plugin: 'kube',
+    figures: [
+      { name: 'list-sync / bare list', value: bestSingleMs / bare.ms, unit: 'x', better: 'lower' },
+      { name: 'list-sync, pages of 500 / bare paged list', value: paged.ms / barePaged.ms, unit: 'x', better: 'lower' },
+      { name: 'watch delivery / server apply', value: delivery.deliveryMs / delivery.applyMs, unit: 'x', better: 'lower' },
+      { name: 'watch updates delivered', value: perSecond(UPDATE_COUNT, delivery.deliveryMs), unit: '/s', better: 'higher' },
+      { name: 'cache heap / pods JSON size', value: cacheBytes / jsonBytes, unit: 'x', better: 'lower' },
+      { name: 'cache heap per 10k pods', value: (cacheBytes / POD_COUNT) * 10_000 / 1024 / 1024, unit: 'MiB', better: 'lower' },
+      { name: 'shape check per pod', value: (readMs / POD_COUNT) * 1000, unit: 'µs', better: 'lower' },
+    ],
+  });
   await paged.factory.stop();
 } finally {
   await server.close();

@@ -91,6 +91,9 @@ export class ObjectReader<T extends KubernetesObject> {
     });
     const metadataProblem = this.#metadataProblem(raw.metadata);
     if (metadataProblem) return skip('invalid_metadata', metadataProblem);
+    // Server-side apply's field ownership: no plugin reads it, and on a real cluster it is a third or more of a
+    // pod's JSON, which the cache would otherwise hold for every pod (client-go informers are told to drop it too).
+    delete (raw.metadata as Record<string, unknown>).managedFields;
     const { apiVersion, kind } = this.#descriptor;
     raw.apiVersion ??= apiVersion;
     raw.kind ??= kind;

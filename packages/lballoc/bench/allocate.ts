@@ -1,6 +1,7 @@
 // Allocation of 10,000 LoadBalancer Services through the embedded API server: the first walk (plan + 10,000 status
 // writes), a steady-state walk (list + plan, nothing to write), and planning alone, all measured in this one run.
 import { CoreV1Api } from '@kubernetes/client-node';
+import { reportBench } from '@kube-router/testkit/bench';
 import { planAllocations } from '../src/plan.js';
 import { AddressPool } from '../src/pool.js';
 import { createTestAgent, loadBalancer, startCluster, waitFor } from '../src/testing/harness.js';
@@ -48,3 +49,11 @@ console.log(`  planning every address from scratch:          ${fmt(planFreshMs)}
 console.log(`  steady walk (list + plan, nothing to write):   ${fmt(steadyMs)} ms, ${fmt((steadyMs / SERVICES) * 1000)} µs per Service`);
 console.log(`  planning alone when all are served:            ${fmt(planMs)} ms (${fmt((planMs / steadyMs) * 100)}% of the steady walk)`);
 console.log(`  ratio first walk / steady walk: ${fmt(firstMs / steadyMs)}x`);
+reportBench({
+  plugin: 'lballoc',
+  figures: [
+    { name: 'first walk per Service', value: (firstMs / SERVICES) * 1000, unit: 'µs', better: 'lower' },
+    { name: 'steady walk', value: steadyMs, unit: 'ms', better: 'lower' },
+    { name: 'planning every address from scratch', value: planFreshMs, unit: 'ms', better: 'lower' },
+  ],
+});

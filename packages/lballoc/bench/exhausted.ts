@@ -1,5 +1,6 @@
 // Planning against an exhausted pool: a full /18 (16,384 Services holding every address) and 100 Services waiting for
 // one. Each waiting Service used to scan the whole pool again; now a walk scans it once. CPU time, medians of 5.
+import { reportBench } from '@kube-router/testkit/bench';
 import { planAllocations, type ServiceLike } from '../src/plan.js';
 import { AddressPool } from '../src/pool.js';
 
@@ -35,3 +36,10 @@ console.log(`lballoc: exhausted pool ${RANGE} (16,384 addresses, all held), plan
 const perWaiting = (withWaiting - full) / WAITING;
 console.log(`  every Service served, none waiting: ${full.toFixed(1)} ms`);
 console.log(`  plus ${WAITING} Services waiting:       ${withWaiting.toFixed(1)} ms (${perWaiting.toFixed(2)} ms per waiting Service)`);
+reportBench({
+  plugin: 'lballoc',
+  figures: [
+    { name: 'exhausted pool planning', value: full, unit: 'ms', better: 'lower' },
+    { name: 'exhausted pool, with waiting / without', value: withWaiting / full, unit: 'x', better: 'lower' },
+  ],
+});

@@ -7,6 +7,7 @@ import { ServiceRegistry } from '@kube-router/controller';
 import { HealthRegistry } from '@kube-router/healthcheck';
 import { AgentMetrics } from '@kube-router/metrics';
 import { ipvsRestoreLine } from '@kube-router/netfilter';
+import { reportBench } from '@kube-router/testkit/bench';
 import { openIpvsKernel } from '@kube-router/testkit/qemu';
 import pino from 'pino';
 import { createProxyController } from '../src/controller.js';
@@ -99,6 +100,17 @@ try {
   const added = await timed('cluster changed');
   console.log(`one endpoint added: ${added.report?.ipvsOperations} IPVS operation(s), sync ${added.wallMs} ms`);
   console.log(`peak RSS of the agent process: ${Math.round(process.resourceUsage().maxRSS / 1024)} MiB`);
+  reportBench({
+    plugin: 'proxy-ipvs',
+    figures: [
+      { name: 'full sync / bare ipvsadm -R', value: full.wallMs / bare.durationMs, unit: 'x', better: 'lower' },
+      { name: 'IPVS restore / bare ipvsadm -R', value: (full.report?.ipvsRestoreMs ?? 0) / bare.durationMs, unit: 'x', better: 'lower' },
+      { name: 'full sync', value: full.wallMs, unit: 'ms', better: 'lower' },
+      { name: 'unchanged sync', value: unchanged.wallMs, unit: 'ms', better: 'lower' },
+      { name: 'one endpoint replaced, IPVS operations', value: change.report?.ipvsOperations ?? Number.NaN, unit: 'operations', better: 'lower' },
+      { name: 'peak RSS', value: process.resourceUsage().maxRSS / 1024, unit: 'MiB', better: 'lower' },
+    ],
+  });
   await controller.stop();
   await run(['-C']);
   if (netns) await kernel.sh(`ip netns del ${netns}`);

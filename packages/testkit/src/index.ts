@@ -5,7 +5,9 @@ export { parseManifests, loadManifestFiles } from './apiserver/seed.js';
 export { parseLabelSelector, matchesLabelSelector } from './apiserver/selectors/label-selector.js';
 export { kubeconfigYaml, kubeconfigContext } from './apiserver/kubeconfig.js';
 export { freePort } from './ports.js';
+export { waitFor } from './wait.js';
 
+export type { WaitOptions } from './wait.js';
 export type {
   ApiServer,
   ApiServerOptions,

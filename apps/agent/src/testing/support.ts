@@ -1,5 +1,4 @@
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 
@@ -30,25 +29,15 @@ export function memoryLogger(level: pino.Level = 'debug'): { logger: Logger; lin
   return { logger: pino({ level }, sink), lines };
 }
 
-/** Polls `check` until it returns true, or fails with `what` after timeoutMs. */
-export async function waitFor(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+/** The repository's one waiter (`@kube-router/testkit`), here beside the fixtures that the tests import. */
+export { waitFor } from '@kube-router/testkit';
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** True when `tool` is on PATH. */
-export function hasTool(tool: string): boolean {
-  return (process.env.PATH ?? '')
-    .split(':')
-    .some((dir) => dir !== '' && existsSync(`${dir}/${tool}`));
-}
+/** netfilter's probe (PATH plus the sbin directories), the one every test and the agent use. */
+export { hasTool } from '@kube-router/netfilter';
 
 /** Runs a command with a timeout, feeding stdin, and returns its exit code and output; never throws on exit codes. */
 export function run(

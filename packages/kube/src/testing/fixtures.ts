@@ -45,14 +45,8 @@ export function pod(name: string, options: { namespace?: string; nodeName?: stri
   };
 }
 
-/** Polls until `condition` holds; fails with `what` after the timeout. */
-export async function waitFor(what: string, condition: () => boolean, timeoutMs = 5000, intervalMs = 10): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(intervalMs);
-  }
-}
+/** The repository's one waiter (`@kube-router/testkit`), here beside the fixtures that the tests import. */
+export { waitFor } from '@kube-router/testkit';
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));

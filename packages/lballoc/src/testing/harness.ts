@@ -119,10 +119,5 @@ export function ingressOf(server: ApiServer, name: string, namespace = 'default'
   return (svc?.status?.loadBalancer?.ingress ?? []).flatMap((i) => (i.ip ? [i.ip] : []));
 }
 
-export async function waitFor(what: string, condition: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+/** The repository's one waiter (`@kube-router/testkit`), here beside the harness that the tests import. */
+export { waitFor } from '@kube-router/testkit';

@@ -6,7 +6,7 @@ import { cleanupStale } from './cleanup-stale.js';
 import { newRunId, runPrefix } from './names.js';
 import { addNetns, deleteNetns, listNetns } from './netns.js';
 import { labSkipReason } from './testing/preconditions.js';
-import { waitUntil } from './testing/wait.js';
+import { waitFor } from '../wait.js';
 
 const skipReason = labSkipReason('sleep', 'ps');
 
@@ -57,7 +57,7 @@ describe.skipIf(skipReason !== undefined)(`cleanupStale${skipReason ? ` (skipped
     expect(report.errors).toEqual([]);
     expect(report.namespaces.sort()).toEqual([`${crashed}node`, `${crashed}p1-default-web`]);
     expect(report.killedPids.sort()).toEqual([sleeper.pid, agent.pid].sort());
-    await waitUntil(() => !isAlive(sleeper) && !isAlive(agent), 'the leftover processes to die');
+    await waitFor('the leftover processes to die', () => !isAlive(sleeper) && !isAlive(agent));
     const left = await listNetns();
     expect(left.filter((netns) => netns.startsWith(crashed))).toEqual([]);
     expect(left).toContain(`${other}node`);

@@ -8,7 +8,7 @@ import { NETNS_ANNOTATION } from './pod-objects.js';
 import { runCommand } from './run-command.js';
 import type { ProbeRequest, ProbeResult } from './probe-types.js';
 import { hasTool, interfacesInNetns, labSkipReason, processesMentioning, runInNetns } from './testing/preconditions.js';
-import { waitUntil } from './testing/wait.js';
+import { waitFor } from '../wait.js';
 
 const skipReason = labSkipReason('iptables', 'ip6tables');
 const describeLab = describe.skipIf(skipReason !== undefined);
@@ -119,7 +119,7 @@ describeLab(`lab: pods from the API server as network namespaces${suffix}`, () =
 
     const hostInterfaces = interfacesInNetns(lab.nodeNetns);
     api.delete('v1', 'Pod', 'default', 'external');
-    await waitUntil(() => !lab.pods().some((running) => running.name === 'external'), 'the deleted pod to stop');
+    await waitFor('the deleted pod to stop', () => !lab.pods().some((running) => running.name === 'external'));
     expect(await listNetns()).not.toContain(pod.netns);
     expect(processesMentioning(pod.netns)).toEqual([]);
     expect(interfacesInNetns(lab.nodeNetns).length).toBe(hostInterfaces.length - 1);
@@ -144,7 +144,7 @@ describeLab(`lab: pods from the API server as network namespaces${suffix}`, () =
     expect(shown).toBe(`Running ${pod.ips.join(' ')} ${pod.netns}`);
     expect(await lab.probe('x/a', 'x/from-kubectl', 8080, 'TCP')).toBe(true);
     await kubectl(undefined, 'delete', 'pod', '-n', 'x', 'from-kubectl');
-    await waitUntil(async () => !(await listNetns()).includes(pod.netns), 'the pod netns to go');
+    await waitFor('the pod netns to go', async () => !(await listNetns()).includes(pod.netns));
     expect(processesMentioning(pod.netns)).toEqual([]);
   });
 

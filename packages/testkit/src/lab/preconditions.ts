@@ -1,17 +1,7 @@
-import { accessSync, constants } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { hasTool } from '@kube-router/netfilter';
 
-/** Whether an executable of that name is on PATH. */
-export function hasTool(name: string): boolean {
-  return (process.env.PATH ?? '').split(delimiter).some((directory) => {
-    try {
-      accessSync(join(directory, name), constants.X_OK);
-      return true;
-    } catch {
-      return false;
-    }
-  });
-}
+/** netfilter's probe (PATH plus the sbin directories), the one every test and the agent use. */
+export { hasTool };
 
 /** Why a lab cannot run on this machine (it needs root and iproute2, plus `tools`), or undefined when it can. */
 export function labSkipReason(...tools: string[]): string | undefined {

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { findExecutable } from '@kube-router/netfilter';
 
 /** Where scripts/setup.sh unpacks Debian's cloud kernel package; KUBE_ROUTER_GUEST_DIR overrides it. */
 export const DEFAULT_GUEST_DIR = '/var/cache/kube-router-ts/guest';
@@ -94,7 +95,7 @@ export function buildGuestImage(kernel: GuestKernel, cacheDir = guestDir()): Gue
   if (!isStatic(busybox)) throw new Error(`${busybox} is not statically linked: install busybox-static`);
   const tools = [
     ...REQUIRED_TOOLS.map((name) => requireTool(name)),
-    ...OPTIONAL_TOOLS.map((name) => whichTool(name)).filter((path): path is string => path !== undefined),
+    ...OPTIONAL_TOOLS.map((name) => findExecutable(name)).filter((path): path is string => path !== undefined),
   ];
   const node = process.execPath;
   const init = INIT_SCRIPT(kernel.release);
@@ -195,15 +196,8 @@ function isStatic(path: string): boolean {
   return existsSync(path) && sharedLibraries(path).length === 0;
 }
 
-function whichTool(name: string): string | undefined {
-  for (const dir of ['/usr/sbin', '/usr/bin', '/sbin', '/bin']) {
-    if (existsSync(join(dir, name))) return join(dir, name);
-  }
-  return undefined;
-}
-
 function requireTool(name: string): string {
-  const path = whichTool(name);
+  const path = findExecutable(name);
   if (!path) throw new Error(`${name} is not installed on the host; the guest image copies it (scripts/setup.sh installs it)`);
   return path;
 }
