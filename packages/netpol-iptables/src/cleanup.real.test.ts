@@ -7,7 +7,7 @@ import type { World } from './testing/world.js';
 
 const missing = missingForRealTests();
 
-describe.skipIf(missing !== undefined)('cleanup (--cleanup-config)', () => {
+describe.skipIf(missing !== undefined)(`cleanup (--cleanup-config)${missing ? ` (skipped: ${missing})` : ''}`, () => {
   let world: World;
 
   beforeAll(async () => {

@@ -18,7 +18,7 @@ const missing = missingForRealTests();
 // The faults break the plugin's real dependencies: `fail` points its nft (and the iptables and ipset of the leftover
 // removal) at a network namespace that does not exist, `hang` holds the process-wide nft, xtables and ipset
 // locks its commands must take, as another plugin stuck in a long transaction would.
-describe.skipIf(missing !== undefined)('netpol-nftables', () => {
+describe.skipIf(missing !== undefined)(`netpol-nftables${missing ? ` (skipped: ${missing})` : ''}`, () => {
   runControllerContractSuite({
     name: 'netpol',
     plugin: { plugin: createNetpolNftablesPlugin(), validOptions: { netns: 'tnf-contract', syncPeriodMs: 60_000 } },
