@@ -1,3 +1,4 @@
+import { readdirSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,6 +30,17 @@ describe('ExecRunner', () => {
     const input = 'line one\nline two\n'.repeat(20_000);
     const result = await runner.run({ command: 'cat', input });
     expect(result.stdout).toBe(input);
+  });
+
+  it('hands a large input over as a file, which the tool reads whatever the event loop does, and leaves no file', async () => {
+    const stdinKind = (input: string) => runner.run({ command: 'sh', args: ['-c', 'stat -L -c %F /dev/stdin; wc -c'], input });
+    const small = await stdinKind('x'.repeat(1000));
+    expect(small.stdout).toBe('socket\n1000\n');
+    const large = 'é'.repeat(40_000);
+    const before = readdirSync(tmpdir()).filter((name) => name.startsWith('kube-router-input-'));
+    const result = await stdinKind(large);
+    expect(result.stdout).toBe(`regular file\n${Buffer.byteLength(large)}\n`);
+    expect(readdirSync(tmpdir()).filter((name) => name.startsWith('kube-router-input-'))).toEqual(before);
   });
 
   it('gives a tool without input an empty stdin instead of letting it wait forever', async () => {

@@ -1,4 +1,8 @@
 import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { closeSync, openSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { CommandError } from './command.js';
 import type { CommandResult, CommandRunner, CommandSpec } from './command.js';
@@ -67,6 +71,34 @@ export const runningCommands = new CommandRegistry();
 
 export const DEFAULT_COMMAND_TIMEOUT_MS = 30_000;
 
+/** Inputs above this size reach the tool's stdin from a file rather than through a pipe. */
+const LARGE_INPUT_BYTES = 64 * 1024;
+
+/**
+ * A large input (a restore or an nft transaction of megabytes) written to an unlinked temporary file, open for
+ * reading, to be the child's stdin. Through a pipe, the input moves one pipe buffer (64 KiB) per turn of the event
+ * loop: while the agent keeps the loop busy (building the next transaction), the tool waits for its input, and nft
+ * reads all of its input before it parses any. Undefined when the input is small or no file can be written (a
+ * read-only filesystem): the pipe then carries it.
+ */
+function largeInputFile(input: string): number | undefined {
+  // A UTF-16 unit is at most three bytes of UTF-8: most inputs are known small without counting.
+  if (input.length * 3 < LARGE_INPUT_BYTES || Buffer.byteLength(input) < LARGE_INPUT_BYTES) return undefined;
+  const path = join(tmpdir(), `kube-router-input-${process.pid}-${randomUUID()}`);
+  try {
+    writeFileSync(path, input, { mode: 0o600, flag: 'wx' });
+    return openSync(path, 'r');
+  } catch {
+    return undefined;
+  } finally {
+    try {
+      unlinkSync(path);
+    } catch {
+      // Never written.
+    }
+  }
+}
+
 /** Runs commands with child_process.spawn, a deadline, stdin input and an optional network namespace. */
 export class ExecRunner implements CommandRunner {
   readonly defaultTimeoutMs: number;
@@ -94,9 +126,10 @@ export class ExecRunner implements CommandRunner {
       return Promise.reject(new CommandError({ ...failure, exitCode: null, notRunBecause: halted }));
     }
 
+    const inputFile = spec.input === undefined ? undefined : largeInputFile(spec.input);
     return new Promise<CommandResult>((resolve, reject) => {
       const child = spawn(file, argv, {
-        stdio: [spec.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+        stdio: [inputFile ?? (spec.input === undefined ? 'ignore' : 'pipe'), 'pipe', 'pipe'],
         // Its own process group, so that a timeout also kills whatever the tool started.
         detached: true,
         // Tools' messages are parsed and shown to operators; keep them in one language.
@@ -122,6 +155,8 @@ export class ExecRunner implements CommandRunner {
         },
       });
 
+      // The child holds its own descriptor of the file now.
+      if (inputFile !== undefined) closeSync(inputFile);
       child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk));
       child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
       if (spec.input !== undefined && child.stdin) {

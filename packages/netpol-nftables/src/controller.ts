@@ -22,6 +22,12 @@ import { cidrFamily, PodChainCache, renderNode } from './render-node.js';
 import type { NodeRender } from './render-node.js';
 import { renderPolicy } from './render-policy.js';
 
+/**
+ * Writes to one table are serialised for the whole process, so that they apply in the order they were issued; the
+ * two tables are independent, and a sync writes them at the same time.
+ */
+const TABLE_LOCKS: Readonly<Record<IpFamily, Mutex>> = { ipv4: new Mutex(), ipv6: new Mutex() };
+
 export interface NetpolControllerDeps {
   readonly sources: NetpolSources;
   readonly runner: CommandRunner;
@@ -37,7 +43,14 @@ export function createNetpolNftablesController(
   for (const range of ranges) cidrFamily(range);
 
   const metrics = new NetpolNftablesMetrics(ctx.metrics.registry);
-  const nft = new Nft({ runner: deps.runner, ...(options.netns === undefined ? {} : { netns: options.netns }), timeoutMs: options.commandTimeoutMs });
+  const nftFor = (family: IpFamily) =>
+    new Nft({
+      runner: deps.runner,
+      ...(options.netns === undefined ? {} : { netns: options.netns }),
+      timeoutMs: options.commandTimeoutMs,
+      lock: TABLE_LOCKS[family],
+    });
+  const nft = { ipv4: nftFor('ipv4'), ipv6: nftFor('ipv6') };
   const applier = new KernelApplier({ families, nft, logger: ctx.logger, timings: metrics });
   const compiler = new PolicyCompiler({ nodeName: ctx.nodeName });
   const renders = new PolicyRenders((policy) => renderPolicy(policy, families));
@@ -54,6 +67,21 @@ export function createNetpolNftablesController(
     const failures = new SyncFailures();
     const started = performance.now();
     const podCidrs = options.defaultDeny ? defaultDenyPodCidrs(deps.sources, ctx.nodeName, failures) : [];
+    // Periodic syncs read the tables back to repair drift; triggered ones trust what they wrote.
+    if (reason === 'periodic' || reason === 'initial') applier.invalidate();
+    // Reading the tables back and looking for what the iptables backend left are other processes: they run while the
+    // policies compile, on another core, instead of after. A failed read is left to apply(), which reads again and
+    // reports it. Only the leftovers' removal waits until our tables enforce (nothing changes them meanwhile).
+    const tablesRead = applier.ready().catch(() => undefined);
+    const leftovers: Promise<{ found?: IptablesLeftovers; error?: unknown }> | undefined = leftoversRemoved
+      ? undefined
+      : findIptablesLeftovers({
+          runner: deps.runner,
+          families,
+          backend: options.iptablesBackend,
+          ...(options.netns === undefined ? {} : { netns: options.netns }),
+          timeoutMs: options.commandTimeoutMs,
+        }).then((found) => ({ found }), (error: unknown) => ({ error }));
     // In slices: a full compile of a large cluster would otherwise hold the event loop for seconds (/healthz, watches).
     const model = await compiler.compileAsync({
       pods: deps.sources.pods(),
@@ -64,10 +92,9 @@ export function createNetpolNftablesController(
     const policyRenders = await renders.update(model, progress);
     const computeSeconds = (performance.now() - started) / 1000;
     metrics.computeTime.observe(computeSeconds);
+    await tablesRead;
     signal.throwIfAborted();
 
-    // Periodic syncs read the tables back to repair drift; triggered ones trust what they wrote.
-    if (reason === 'periodic' || reason === 'initial') applier.invalidate();
     const nodeOptions = { ...options, podCidrs };
     podChains.nextSync();
     // The applier asks for the node's objects more than once per sync; each answer stands for the whole sync.
@@ -78,17 +105,6 @@ export function createNetpolNftablesController(
       if (!render) nodeRenders.set(key, (render = renderNode(model, family, nodeOptions, failed, podChains)));
       return render;
     };
-    // What the iptables backend left is read beside our transaction (nothing changes it meanwhile); only its removal
-    // waits until our tables enforce. On a full sync from empty tables this took the leftovers' reads off the clock.
-    const leftovers: Promise<{ found?: IptablesLeftovers; error?: unknown }> | undefined = leftoversRemoved
-      ? undefined
-      : findIptablesLeftovers({
-          runner: deps.runner,
-          families,
-          backend: options.iptablesBackend,
-          ...(options.netns === undefined ? {} : { netns: options.netns }),
-          timeoutMs: options.commandTimeoutMs,
-        }).then((found) => ({ found }), (error: unknown) => ({ error }));
     const applyStarted = performance.now();
     const result = await applier.apply({ policies: policyRenders, renderNode: renderThisNode }, progress);
     metrics.policyChainsSyncTime.observe((performance.now() - applyStarted) / 1000);

@@ -7,7 +7,8 @@ import { podChainName, policyChainName } from '@kube-router/netpol';
 import { renderNode } from './render-node.js';
 import { renderPolicy } from './render-policy.js';
 import { compileNetworkPolicies } from '@kube-router/netpol';
-import type { NetworkPolicyLike } from '@kube-router/netpol';
+import type { IpFamily, NetworkPolicyLike } from '@kube-router/netpol';
+import type { CommandResult, CommandRunner, CommandSpec } from '@kube-router/netfilter';
 import { fixturePolicy as policy, smallClusterInput } from '@kube-router/testkit/netpol-conformance';
 import type { FixturePod } from '@kube-router/testkit/netpol-conformance';
 
@@ -26,17 +27,41 @@ const NODE_OPTIONS = {
   nodePortRange: '30000-32767',
 };
 
-function desiredFor(policies: Parameters<typeof smallCluster>[0]): DesiredState & { failedSeen: Set<string>[] } {
+function desiredFor(
+  policies: Parameters<typeof smallCluster>[0],
+  families: readonly IpFamily[] = ['ipv4'],
+): DesiredState & { failedSeen: Set<string>[] } {
   const model = smallCluster(policies);
   const failedSeen: Set<string>[] = [];
   return {
-    policies: model.policies.map((compiled) => renderPolicy(compiled, ['ipv4'])),
+    policies: model.policies.map((compiled) => renderPolicy(compiled, families)),
     renderNode: (family, failed) => {
       failedSeen.push(new Set(failed));
       return renderNode(model, family, NODE_OPTIONS, failed);
     },
     failedSeen,
   };
+}
+
+/** Records when each nft call starts and ends; every call takes a few milliseconds. */
+class TimedRunner implements CommandRunner {
+  readonly events: string[] = [];
+  constructor(readonly inner: RecordingRunner) {}
+  async run(spec: CommandSpec): Promise<CommandResult> {
+    const table = /ip6? kube-router-filter-ipv[46]/.exec(spec.input ?? '')?.[0] ?? 'list';
+    this.events.push(`start ${table}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    try {
+      return await this.inner.run(spec);
+    } finally {
+      this.events.push(`end ${table}`);
+    }
+  }
+}
+
+function dualStackApplier(runner: CommandRunner): KernelApplier {
+  const nft = { ipv4: new Nft({ runner, lock: new Mutex() }), ipv6: new Nft({ runner, lock: new Mutex() }) };
+  return new KernelApplier({ families: ['ipv4', 'ipv6'], nft, logger: pino({ level: 'silent' }) });
 }
 
 function applier(runner: RecordingRunner): KernelApplier {
@@ -67,22 +92,22 @@ describe('KernelApplier (nftables)', () => {
     const first = await kernel.apply(desiredFor([a, b]));
     expect(first.transactions).toBe(1);
     const [dispatch = ''] = transactions(runner);
-    expect(dispatch.startsWith('add table ip kube-router-filter-ipv4\n')).toBe(true);
+    // New objects go in one table block.
+    expect(dispatch.startsWith('add table ip kube-router-filter-ipv4\ntable ip kube-router-filter-ipv4 {\n')).toBe(true);
+    expect(dispatch.match(/^table /gm)).toHaveLength(1);
+    expect(dispatch.trimEnd().endsWith('}')).toBe(true);
     const at = (text: string) => {
       const index = dispatch.indexOf(text);
       expect(index, text).toBeGreaterThanOrEqual(0);
       return index;
     };
-    // The default chain and the maps before the policies that go to them, the policies before the pod chains.
-    expect(at('add chain ip kube-router-filter-ipv4 KUBE-NWPLCY-DEFAULT')).toBeLessThan(at(`add chain ip kube-router-filter-ipv4 ${policyChainName('web/a', 'ingress', 'ipv4')}`));
-    expect(at('add map ip kube-router-filter-ipv4 kube-router-pod-ingress { type ipv4_addr : verdict; }')).toBeLessThan(at(policyChainName('web/b', 'ingress', 'ipv4')));
-    expect(at(`add chain ip kube-router-filter-ipv4 ${policyChainName('web/b', 'ingress', 'ipv4')}`)).toBeLessThan(at(`add chain ip kube-router-filter-ipv4 ${podChainName('web/client', 'ingress', 'ipv4')}`));
-    expect(dispatch.match(/add chain ip kube-router-filter-ipv4 KUBE-NWPLCY-DEFAULT\n/g)).toHaveLength(1);
-    expect(dispatch).toContain(`add element ip kube-router-filter-ipv4 kube-router-pod-ingress { 10.0.0.2 : jump ${podChainName('web/server', 'ingress', 'ipv4')}`);
-    // Pod chains before the map elements that jump to them, base chains last.
-    const text = dispatch ?? '';
-    expect(text.indexOf(`add chain ip kube-router-filter-ipv4 ${podChainName('web/server', 'ingress', 'ipv4')}`)).toBeLessThan(text.indexOf('kube-router-pod-ingress { 10.0.0.2'));
-    expect(text.lastIndexOf('KUBE-ROUTER-OUTPUT')).toBeGreaterThan(text.indexOf('kube-router-pod-ingress { 10.0.0.2'));
+    // The default chain before the policies that go to it, the policies before the pod chains, the base chains last.
+    expect(at('chain KUBE-NWPLCY-DEFAULT {')).toBeLessThan(at(`chain ${policyChainName('web/a', 'ingress', 'ipv4')} {`));
+    expect(at(`chain ${policyChainName('web/b', 'ingress', 'ipv4')} {`)).toBeLessThan(at(`chain ${podChainName('web/client', 'ingress', 'ipv4')} {`));
+    expect(dispatch.match(/^chain KUBE-NWPLCY-DEFAULT \{$/gm)).toHaveLength(1);
+    expect(at('map kube-router-pod-ingress { type ipv4_addr : verdict;')).toBeLessThan(at(`chain ${policyChainName('web/b', 'ingress', 'ipv4')} {`));
+    expect(dispatch).toContain(`10.0.0.2 : jump ${podChainName('web/server', 'ingress', 'ipv4')}`);
+    expect(at('chain KUBE-ROUTER-OUTPUT {')).toBeGreaterThan(at(`chain ${podChainName('web/server', 'ingress', 'ipv4')} {`));
 
     runner.invocations.length = 0;
     const again = await kernel.apply(desiredFor([a, b]));
@@ -111,7 +136,10 @@ describe('KernelApplier (nftables)', () => {
     runner.invocations.length = 0;
     await kernel.apply(desiredFor([aFromClient]));
     const chain = policyChainName('web/a', 'ingress', 'ipv4');
-    expect(transactions(runner)[0]).toContain(`add chain ip kube-router-filter-ipv4 ${chain}\nflush chain ip kube-router-filter-ipv4 ${chain}\n`);
+    const [replaced = ''] = transactions(runner);
+    // Flushed before the block that fills it again.
+    expect(replaced.startsWith(`flush chain ip kube-router-filter-ipv4 ${chain}\n`)).toBe(true);
+    expect(replaced).toContain(`\nchain ${chain} {\n`);
   });
 
   it('skips a policy it wrote while its render is the same object, and compares it again after reading the kernel back', async () => {
@@ -125,13 +153,13 @@ describe('KernelApplier (nftables)', () => {
     kernel.invalidate();
     const again = await kernel.apply(desired);
     expect(again.transactions).toBe(1);
-    expect(transactions(runner)[0]).toContain(`add chain ip kube-router-filter-ipv4 ${policyChainName('web/b', 'ingress', 'ipv4')}`);
+    expect(transactions(runner)[0]).toContain(`chain ${policyChainName('web/b', 'ingress', 'ipv4')} {`);
   });
 
   it('halves a refused transaction until the refused policy is alone, fails its pods closed and programs the rest', async () => {
     const refused = policyChainName('web/b', 'ingress', 'ipv4');
     const runner = new RecordingRunner().on(
-      (spec) => (spec.args ?? []).includes('-f') && (spec.input ?? '').includes(`add chain ip kube-router-filter-ipv4 ${refused}`),
+      (spec) => (spec.args ?? []).includes('-f') && (spec.input ?? '').includes(`chain ${refused} {`),
       { exitCode: 1, stderr: 'Error: Could not process rule: Too many open files in system' },
     );
     const kernel = applier(runner);
@@ -147,6 +175,45 @@ describe('KernelApplier (nftables)', () => {
     expect(written[3]).toContain(policyChainName('web/a', 'ingress', 'ipv4'));
     expect(written[5]).toContain(podChainName('web/client', 'ingress', 'ipv4'));
     expect(written[5]).not.toContain(`jump ${refused}`);
+  });
+
+  it('writes each family\'s table in a transaction of its own, and with an Nft per family both at once', async () => {
+    const recording = new RecordingRunner();
+    const runner = new TimedRunner(recording);
+    const result = await dualStackApplier(runner).apply(desiredFor([a, b], ['ipv4', 'ipv6']));
+    expect(result.transactions).toBe(2);
+    const [first = '', second = ''] = transactions(recording);
+    expect(first).toContain('ip kube-router-filter-ipv4');
+    expect(first).not.toContain('ip6 kube-router-filter-ipv6');
+    expect(second).toContain('ip6 kube-router-filter-ipv6');
+    expect(second).not.toContain('ip kube-router-filter-ipv4');
+    // The second table's transaction started before the first one's ended.
+    const writes = runner.events.filter((event) => !event.endsWith('list'));
+    expect(writes).toEqual([
+      'start ip kube-router-filter-ipv4',
+      'start ip6 kube-router-filter-ipv6',
+      'end ip kube-router-filter-ipv4',
+      'end ip6 kube-router-filter-ipv6',
+    ]);
+  });
+
+  it('fails closed in both families a policy that the kernel refused in one, and keeps the other family\'s transaction', async () => {
+    const refused = policyChainName('web/b', 'ingress', 'ipv4');
+    const runner = new RecordingRunner().on(
+      (spec) => (spec.args ?? []).includes('-f') && (spec.input ?? '').includes(`chain ${refused} {`),
+      { exitCode: 1, stderr: 'Error: Could not process rule: Too many open files in system' },
+    );
+    const desired = desiredFor([a, b], ['ipv4', 'ipv6']);
+    const result = await dualStackApplier(runner).apply(desired);
+    expect([...result.failedPolicies.keys()]).toEqual(['web/b']);
+    const written = transactions(runner);
+    const ipv6 = written.filter((script) => script.includes('ip6 kube-router-filter-ipv6'));
+    // IPv6 went in at once with b enforced; then its dispatch again, with b's targets failed closed.
+    expect(ipv6[0]).toContain(`jump ${policyChainName('web/b', 'ingress', 'ipv6')}`);
+    const last = ipv6.at(-1) ?? '';
+    expect(last).toContain(`flush chain ip6 kube-router-filter-ipv6 ${podChainName('web/client', 'ingress', 'ipv6')}`);
+    expect(last).not.toContain(`jump ${policyChainName('web/b', 'ingress', 'ipv6')}`);
+    expect(written.at(-1)).not.toContain(`jump ${refused}`);
   });
 
   it('deletes what nothing refers to any more: pod chains before policy chains, then sets', async () => {

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 /** One rule: its statement text and a comment. */
 export interface NftRuleText {
@@ -31,11 +31,7 @@ export interface SetRender {
 const REV = /\s*\[rev ([A-Za-z0-9_-]{12})\]$/;
 
 export function chain(name: string, rules: readonly NftRuleText[], hook?: ChainRender['hook']): ChainRender {
-  const digest = createHash('sha256')
-    .update(rules.map((rule) => `${rule.text}\0${rule.comment ?? ''}`).join('\n'))
-    .update(hook ?? '')
-    .digest('base64url')
-    .slice(0, 12);
+  const digest = hash('sha256', rules.map((rule) => `${rule.text}\0${rule.comment ?? ''}`).join('\n') + (hook ?? ''), 'base64url').slice(0, 12);
   return hook ? { name, rules, digest, hook } : { name, rules, digest };
 }
 
@@ -52,26 +48,45 @@ export function quoteComment(text: string): string {
   return `"${text.replace(/["\\\n]/g, '').slice(0, MAX_COMMENT)}"`;
 }
 
-/**
- * The lines of `nft -f` that replace a chain's rules atomically (the transaction adds, flushes and refills it).
- * A chain the kernel does not hold yet is not flushed: on a full sync from an empty kernel the flushes of thousands
- * of new chains were a fifth of the kernel's time.
- */
-export function chainScript(table: string, chainRender: ChainRender, inKernel = true): string[] {
-  const lines: string[] = [];
-  if (chainRender.hook) {
-    lines.push(`add chain ${table} ${chainRender.name} { type filter hook ${chainRender.hook} priority filter; policy accept; }`);
-  } else {
-    lines.push(`add chain ${table} ${chainRender.name}`);
-  }
-  if (inKernel) lines.push(`flush chain ${table} ${chainRender.name}`);
-  chainRender.rules.forEach((rule, index) => {
+/** A chain's rules as statements, the first one's comment carrying the chain's digest. */
+function ruleStatements(chainRender: ChainRender): string[] {
+  const tag = `[rev ${chainRender.digest}]`;
+  return chainRender.rules.map((rule, index) => {
     const base = rule.comment ?? '';
     // The tag must survive nft's comment limit: the text before it is shortened instead.
-    const tag = `[rev ${chainRender.digest}]`;
     const comment = index === 0 ? `${base.slice(0, MAX_COMMENT - tag.length - 1)} ${tag}`.trim() : base;
-    lines.push(`add rule ${table} ${chainRender.name} ${rule.text}${comment ? ` comment ${quoteComment(comment)}` : ''}`);
+    return `${rule.text}${comment ? ` comment ${quoteComment(comment)}` : ''}`;
   });
+}
+
+function hookDeclaration(hook: NonNullable<ChainRender['hook']>): string {
+  return `type filter hook ${hook} priority filter; policy accept;`;
+}
+
+/**
+ * A chain with its rules, inside a table block (see TableScript). Added to a chain that exists, the rules are
+ * appended: a chain the kernel holds is flushed before the block.
+ */
+export function chainBlock(chainRender: ChainRender): string[] {
+  return [
+    `chain ${chainRender.name} {`,
+    ...(chainRender.hook ? [hookDeclaration(chainRender.hook)] : []),
+    ...ruleStatements(chainRender),
+    '}',
+  ];
+}
+
+/** A new set or verdict map with its elements, inside a table block; a few hundred elements per line. */
+export function setBlock(set: SetRender): string[] {
+  const flags = set.kind === 'interval' ? ' flags interval;' : '';
+  const type = set.map ? `type ${set.type} : ${set.map};` : `type ${set.type};`;
+  const lines = [`${set.map ? 'map' : 'set'} ${set.name} { ${type}${flags}`];
+  if (set.elements.length > 0) {
+    const groups: string[] = [];
+    for (let start = 0; start < set.elements.length; start += 500) groups.push(set.elements.slice(start, start + 500).join(', '));
+    lines.push(`elements = { ${groups.join(',\n')} }`);
+  }
+  lines.push('}');
   return lines;
 }
 

@@ -31,20 +31,30 @@ const ALLOW = `meta mark set meta mark | 0x${POLICY_MARK.toString(16)} return`;
  * targets. A direction that failed to compile gets no chain: the pod chains of its targets reject instead.
  */
 export function renderPolicy(policy: CompiledPolicy, families: readonly IpFamily[]): PolicyRender {
+  // Each family is rendered when it is first asked for: the applier builds and sends the IPv4 table's transaction
+  // before it asks for the IPv6 objects, so a full sync's IPv6 rendering runs while nft writes the IPv4 table.
   const rendered: Partial<Record<IpFamily, PolicyFamilyRender>> = {};
+  const lazy: Partial<Record<IpFamily, PolicyFamilyRender>> = {};
   for (const family of families) {
     if (policy.targetIPs[family].length === 0) continue;
-    const chains: ChainRender[] = [];
-    const sets: SetRender[] = [];
-    for (const direction of DIRECTIONS) {
-      const compiled = policy[direction];
-      if (!compiled.isolates || compiled.failClosed) continue;
-      const rules = compiled.rules.flatMap((rule) => renderRule(policy, direction, rule, family, sets));
-      chains.push(chain(policyChainName(policy.id, direction, family), rules));
-    }
-    rendered[family] = { chains, sets };
+    Object.defineProperty(lazy, family, {
+      enumerable: true,
+      get: () => (rendered[family] ??= renderFamily(policy, family)),
+    });
   }
-  return { id: policy.id, fingerprint: policy.fingerprint, families: rendered };
+  return { id: policy.id, fingerprint: policy.fingerprint, families: lazy };
+}
+
+function renderFamily(policy: CompiledPolicy, family: IpFamily): PolicyFamilyRender {
+  const chains: ChainRender[] = [];
+  const sets: SetRender[] = [];
+  for (const direction of DIRECTIONS) {
+    const compiled = policy[direction];
+    if (!compiled.isolates || compiled.failClosed) continue;
+    const rules = compiled.rules.flatMap((rule) => renderRule(policy, direction, rule, family, sets));
+    chains.push(chain(policyChainName(policy.id, direction, family), rules));
+  }
+  return { chains, sets };
 }
 
 function renderRule(

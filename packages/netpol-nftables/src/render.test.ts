@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { EGRESS_MAP, INGRESS_MAP, LOCAL_PODS_SET, TOP_CHAINS } from './names.js';
 import { COMMON_CHAIN, TAIL_CHAIN, podChainName, policyChainName } from '@kube-router/netpol';
-import { chainScript } from './objects.js';
+import { chainBlock } from './objects.js';
 import { renderNode } from './render-node.js';
 import type { NodeRenderOptions } from './render-node.js';
 import { renderPolicy } from './render-policy.js';
@@ -146,14 +146,16 @@ describe('renderNode', () => {
   });
 });
 
-describe('chainScript', () => {
-  it('replaces a chain inside the transaction and tags its first rule with the digest', () => {
+describe('chainBlock', () => {
+  it('declares a base chain with its hook and tags its first rule with the digest', () => {
     const node = renderNode(smallCluster([]), 'ipv4', NODE_OPTIONS);
     const forward = node.baseChains[1];
     if (!forward) throw new Error('no forward chain');
-    const lines = chainScript('ip kube-router-filter-ipv4', forward);
-    expect(lines[0]).toBe('add chain ip kube-router-filter-ipv4 KUBE-ROUTER-FORWARD { type filter hook forward priority filter; policy accept; }');
-    expect(lines[1]).toBe('flush chain ip kube-router-filter-ipv4 KUBE-ROUTER-FORWARD');
+    const lines = chainBlock(forward);
+    expect(lines[0]).toBe('chain KUBE-ROUTER-FORWARD {');
+    expect(lines[1]).toBe('type filter hook forward priority filter; policy accept;');
     expect(lines[2]).toContain(`[rev ${forward.digest}]`);
+    expect(lines.at(-1)).toBe('}');
+    expect(lines).toHaveLength(forward.rules.length + 3);
   });
 });

@@ -416,7 +416,7 @@ function parseIpBlock(block: unknown, path: string, context: ParseContext): Bloc
       throw new PolicyInputError(at, `${parsed.text} is not strictly inside ${cidr.text}`);
     return parsed;
   });
-  const exceptTexts = [...new Set(except.map((entry) => entry.text))].sort(compareText);
+  const exceptTexts = [...new Set(except.map((entry) => entry.text))].sort();
   return { cidr, except, block: { cidr: cidr.text, except: exceptTexts } };
 }
 

@@ -67,8 +67,8 @@ export function podView(pod: PodLike, nodeName: string): PodView | undefined {
   const labels = stringLabels(pod.metadata?.labels);
   const ips = { ipv4: [] as string[], ipv6: [] as string[] };
   for (const ip of parsedIps) ips[ip.family].push(ip.text);
-  ips.ipv4.sort(compareText);
-  ips.ipv6.sort(compareText);
+  ips.ipv4.sort();
+  ips.ipv6.sort();
   const local = pod.spec?.nodeName === nodeName;
   const id = `${namespace}/${name}`;
   const problems: PodProblem[] = [];
@@ -123,7 +123,7 @@ function podSignature(
   problems: readonly PodProblem[],
 ): string {
   const labelEntries = Object.keys(labels)
-    .sort(compareText)
+    .sort()
     .map((key) => [key, labels[key]]);
   const portEntries = [...ports].sort(compareEntries);
   return JSON.stringify([local, labelEntries, ips.ipv4, ips.ipv6, portEntries, problems.map((p) => p.message)]);

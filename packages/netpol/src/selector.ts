@@ -54,7 +54,7 @@ export function compileLabelSelector(selector: unknown, path: string): CompiledS
     requirements.push(requirement);
     expressionKeys.push(key);
   });
-  keyParts.push(...expressionKeys.sort(compareText));
+  keyParts.push(...expressionKeys.sort());
 
   return {
     key: `{${keyParts.join(',')}}`,
@@ -82,7 +82,7 @@ function compileRequirement(expression: unknown, path: string): { requirement: R
     throw new PolicyInputError(`${path}.values`, 'values must be a list of strings');
   }
   const set = new Set(values as string[]);
-  const canonicalValues = [...set].sort(compareText);
+  const canonicalValues = [...set].sort();
   const canonical = `${JSON.stringify(key)} ${operator} ${JSON.stringify(canonicalValues)}`;
   switch (operator as Operator) {
     case 'In':

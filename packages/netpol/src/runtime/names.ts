@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash as digest } from 'node:crypto';
 import type { Direction, IpFamily } from '../model.js';
 
 // kube-router's names, the same on both backends, so that a pod's or a policy's chain is named alike on either.
@@ -30,7 +30,7 @@ export function stableHash(...parts: readonly (string | number)[]): string {
   const key = parts.join('\0');
   let hash = hashes.get(key);
   if (hash === undefined) {
-    hash = createHash('sha256').update(key).digest('hex').slice(0, 16).toUpperCase();
+    hash = digest('sha256', key, 'hex').slice(0, 16).toUpperCase();
     if (hashes.size >= MAX_CACHED_HASHES) hashes.clear();
     hashes.set(key, hash);
   }
