@@ -10,7 +10,7 @@ export type {
   ScriptedResponse,
   ScriptedResult,
 } from './recording-runner.js';
-export { Mutex, toolLocks } from './mutex.js';
+export { Mutex, nftTableLock, toolLocks } from './mutex.js';
 export type { ToolFamily } from './mutex.js';
 export { findExecutable, hasTool } from './executables.js';
 export { inetFamily } from './family.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Mutex, toolLocks } from './mutex.js';
+import { Mutex, nftTableLock, toolLocks } from './mutex.js';
 
 const tick = () => new Promise((resolve) => setTimeout(resolve, 5));
 
@@ -42,5 +42,12 @@ describe('Mutex', () => {
   it('has one lock per tool family', () => {
     expect(Object.keys(toolLocks).sort()).toEqual(['iproute2', 'ipset', 'nft', 'xtables']);
     expect(new Set(Object.values(toolLocks)).size).toBe(4);
+  });
+
+  it('has one lock per nftables table for the whole process, apart from the nft tool lock', () => {
+    const ipv4 = nftTableLock('ip kube-router-filter-ipv4');
+    expect(nftTableLock('ip kube-router-filter-ipv4')).toBe(ipv4);
+    expect(nftTableLock('ip6 kube-router-filter-ipv6')).not.toBe(ipv4);
+    expect(ipv4).not.toBe(toolLocks.nft);
   });
 });

@@ -37,3 +37,16 @@ export const toolLocks: Readonly<Record<ToolFamily, Mutex>> = Object.freeze({
   nft: new Mutex(),
   iproute2: new Mutex(),
 });
+
+const nftTableLocks = new Map<string, Mutex>();
+
+/**
+ * The lock of one nftables table (`'<family> <name>'`, e.g. `'ip kube-router-filter-ipv4'`) for the whole process.
+ * An Nft that writes only that table takes it instead of `toolLocks.nft`: transactions on two tables then run at
+ * once, and each table's still apply in the order they were issued.
+ */
+export function nftTableLock(table: string): Mutex {
+  let lock = nftTableLocks.get(table);
+  if (!lock) nftTableLocks.set(table, (lock = new Mutex()));
+  return lock;
+}

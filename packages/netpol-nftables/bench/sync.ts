@@ -1,8 +1,8 @@
 /**
  * Full-sync and event-to-enforced benchmark of the netpol nftables plugin against the real kernel, the embedded API
- * server and the plugin's informers, on the iptables benchmark's cluster: 5,000 pods (200 on this node), 1,000
- * policies, IPv4 + IPv6. In the same run: the bare `nft -f` of the same ruleset, our own transaction replayed by
- * hand, and the iptables backend's full sync of the same cluster.
+ * server (in processes of their own) and the plugin's informers, on the iptables benchmark's cluster: 5,000 pods (200 on this node), 1,000
+ * policies, IPv4 + IPv6. In the same run: the bare `nft -f` of the same ruleset (and of its two tables at once), our
+ * own transactions replayed by hand, and the iptables backend's full sync of the same cluster.
  *
  * The full syncs, the bare applies and the replays are interleaved, ROUNDS of each, and every one of them writes
  * into a network namespace of its own created for it, so each starts from the same kernel state (an empty one with
@@ -13,7 +13,12 @@
  *
  * Needs root, iproute2, nft, iptables and ipset.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { promisify } from 'node:util';
@@ -21,8 +26,6 @@ import type { ControllerPlugin } from '@kube-router/controller';
 import { addNetns, deleteNetns, ExecRunner } from '@kube-router/netfilter';
 import { createNetpolIptablesPlugin } from '@kube-router/netpol-iptables';
 import type { CommandResult, CommandRunner, CommandSpec } from '@kube-router/netfilter';
-import { startApiServer } from '@kube-router/testkit';
-import type { ApiServer } from '@kube-router/testkit';
 import { reportBench } from '@kube-router/testkit/bench';
 import {
   BENCH_PROBE_LABEL,
@@ -110,16 +113,16 @@ interface EventSamples {
 }
 
 /** One round of each kind of event, from the API write to the commit of the nft transaction that enforces it. */
-async function eventToEnforced(api: ApiServer, watcher: CommitWatcher, policyCount: number, index: number): Promise<{ probe: number; app: number }> {
+async function eventToEnforced(api: ApiServerProcess, watcher: CommitWatcher, policyCount: number, index: number): Promise<{ probe: number; app: number }> {
   const probeSet = ruleSetName('ns-0/probe', 'ingress', ruleSetKey(BENCH_PROBE_RULE), 'pods', 'ipv4');
-  const measure = async (pod: { namespace: string; pod: string }, join: object, leave: object, element: string) => {
+  const measure = async (pod: { namespace: string; pod: string }, joined: Record<string, string>, left: Record<string, string>, element: string) => {
     const committed = watcher.committed(`add element ${element}`);
     const started = performance.now();
-    api.patch('v1', 'Pod', pod.namespace, pod.pod, { metadata: { labels: join } }, 'merge');
+    api.labelPod(pod.namespace, pod.pod, joined).catch((error: unknown) => console.error(error));
     await committed;
     const elapsed = performance.now() - started;
     const restored = watcher.committed(`delete element ${element}`);
-    api.patch('v1', 'Pod', pod.namespace, pod.pod, { metadata: { labels: leave } }, 'merge');
+    api.labelPod(pod.namespace, pod.pod, left).catch((error: unknown) => console.error(error));
     await restored;
     // Past the minimum sync interval, so that every sample starts from an idle loop.
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -136,6 +139,77 @@ async function eventToEnforced(api: ApiServer, watcher: CommitWatcher, policyCou
 async function startScheduler(enforcer: TestEnforcer): Promise<void> {
   enforcer.scheduler.start();
   while (enforcer.scheduler.syncs < 1) await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
+/** The cluster's objects, the probe policy and its anchor pod included, and the first `policies` bench policies. */
+function benchObjects(policies: number): Record<string, unknown>[] {
+  const objects: Record<string, unknown>[] = [];
+  seedNetpolBenchCluster({ create: (object: Record<string, unknown>) => objects.push(object) } as never);
+  const anchor = benchProbeAnchor();
+  const pod = objects.find((object) => {
+    const metadata = object.metadata as { namespace?: string; name?: string };
+    return object.kind === 'Pod' && metadata.namespace === anchor.namespace && metadata.name === anchor.pod;
+  });
+  const metadata = pod?.metadata as { labels?: Record<string, string> } | undefined;
+  if (!metadata) throw new Error('no probe anchor pod');
+  metadata.labels = { ...metadata.labels, ...anchor.labels };
+  objects.push(benchProbePolicy());
+  for (let k = 0; k < policies; k++) objects.push(benchPolicy(k));
+  return objects;
+}
+
+const API_SERVER_BIN = fileURLToPath(new URL('../../testkit/bin/apiserver.ts', import.meta.url));
+
+/** The embedded API server (testkit's bin/apiserver.ts) in a child process, seeded from a file. */
+class ApiServerProcess {
+  private constructor(
+    readonly url: string,
+    readonly kubeconfig: string,
+    readonly child: ChildProcess,
+  ) {}
+
+  static async start(objects: readonly object[], path: string): Promise<ApiServerProcess> {
+    const seed = `${path}.seed.yaml`;
+    const kubeconfig = `${path}.kubeconfig`;
+    // JSON documents are YAML documents.
+    await writeFile(seed, objects.map((object) => JSON.stringify(object)).join('\n---\n'));
+    const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@kube-router/source', API_SERVER_BIN, '--port', '0', '--seed', seed, '--kubeconfig', kubeconfig], {
+      cwd: fileURLToPath(new URL('.', import.meta.url)),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const url = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`the API server did not start in time: ${output}`)), 120_000);
+      child.stdout?.on('data', () => {
+        const match = /listening on (http:\/\/\S+)/.exec(output);
+        if (match && output.includes('kubeconfig written')) {
+          clearTimeout(timer);
+          resolve(match[1] as string);
+        }
+      });
+      child.on('exit', (code) => reject(new Error(`the API server exited (${code}): ${output}`)));
+    });
+    return new ApiServerProcess(url, kubeconfig, child);
+  }
+
+  /** A merge patch of the pod's labels, as kubectl label would send it. */
+  async labelPod(namespace: string, name: string, labels: Record<string, string>): Promise<void> {
+    const response = await fetch(`${this.url}/api/v1/namespaces/${namespace}/pods/${name}`, {
+      method: 'PATCH',
+      headers: { 'content-type': 'application/merge-patch+json' },
+      body: JSON.stringify({ metadata: { labels } }),
+    });
+    if (!response.ok) throw new Error(`patch ${namespace}/${name}: ${response.status} ${await response.text()}`);
+  }
+
+  async close(): Promise<void> {
+    if (this.child.exitCode !== null) return;
+    const exited = new Promise((resolve) => this.child.once('exit', resolve));
+    this.child.kill('SIGTERM');
+    await exited;
+  }
 }
 
 const benchStart = performance.now();
@@ -164,19 +238,19 @@ async function main(): Promise<void> {
   };
   // Two clusters that differ only in the policies beyond the first 500: events are measured on both in alternation,
   // so that whatever else the machine does at the time weighs on both alike.
-  const api = await startApiServer({ port: 0 });
-  const api500 = await startApiServer({ port: 0 });
+  // Each API server runs in a process of its own, so that the agent's process holds what an agent holds (its peak RSS
+  // and its garbage collector's work are the agent's, not those of two servers with 5,000 pods each).
+  const workDir = await mkdtemp(join(tmpdir(), 'nft-bench-'));
+  const servers: ApiServerProcess[] = [];
   const enforcers: TestEnforcer[] = [];
   try {
-    const kubeconfig = await api.writeKubeconfig();
-    const kubeconfig500 = await api500.writeKubeconfig();
-    for (const [server, policies] of [[api, 1000], [api500, 500]] as const) {
-      seedNetpolBenchCluster(server);
-      server.create(benchProbePolicy() as never);
-      const anchor = benchProbeAnchor();
-      server.patch('v1', 'Pod', anchor.namespace, anchor.pod, { metadata: { labels: anchor.labels } }, 'merge');
-      for (let k = 0; k < policies; k++) server.create(benchPolicy(k) as never);
-    }
+    const [api, api500] = await Promise.all(
+      ([1000, 500] as const).map((policies) => ApiServerProcess.start(benchObjects(policies), join(workDir, `api-${policies}`))),
+    );
+    if (!api || !api500) throw new Error('API servers did not start');
+    servers.push(api, api500);
+    const { kubeconfig } = api;
+    const { kubeconfig: kubeconfig500 } = api500;
     step('seeded');
     const start = async (config: string, netns: string, commits: CommandRunner = new ExecRunner()) => {
       const started = await startTestEnforcer({ kubeconfig: config, nodeName: NODE, netns }, { options: ENFORCER_OPTIONS, scheduler: false, runner: commits });
@@ -316,7 +390,7 @@ async function main(): Promise<void> {
       `  event -> the nft transaction adding the element committed, ${LABEL_ROUNDS} rounds each (median / p99):`,
       `    a pod joins the probe policy's peers (every other policy unrelated): ${ms(median(at500.probe))} / ${ms(percentile(at500.probe, 99))} with 500 policies, ${ms(median(at1000.probe))} / ${ms(percentile(at1000.probe, 99))} with 1000 (median ratio ${(median(at1000.probe) / median(at500.probe)).toFixed(2)})`,
       `    the iptables bench's app label change (5 of 500, 10 of 1000 policies select the pod): ${ms(median(at500.app))} / ${ms(percentile(at500.app, 99))} with 500, ${ms(median(at1000.app))} / ${ms(percentile(at1000.app, 99))} with 1000 (median ratio ${(median(at1000.app) / median(at500.app)).toFixed(2)})`,
-      `  peak RSS ${peakRss.toFixed(0)} MiB (the two embedded API servers with 5000 pods each run in the same process)`,
+      `  peak RSS ${peakRss.toFixed(0)} MiB (the bench process: the agents under test and the bare applies; the API servers run in processes of their own)`,
     ];
     console.log(lines.join('\n'));
     reportBench({
@@ -342,8 +416,8 @@ async function main(): Promise<void> {
     }, { log: false });
   } finally {
     for (const running of enforcers) await running.stop().catch(() => undefined);
-    await api.close();
-    await api500.close();
+    for (const server of servers) await server.close();
+    await rm(workDir, { recursive: true, force: true });
     for (const name of created) await deleteNetns(runner, name).catch(() => undefined);
   }
 }

@@ -5,19 +5,20 @@ import { runControllerContractSuite } from '@kube-router/controller/contract';
 import { HealthRegistry } from '@kube-router/healthcheck';
 import { createKubeContext, KubeServices, loadKubeConfig } from '@kube-router/kube';
 import { AgentMetrics } from '@kube-router/metrics';
-import { addNetns, deleteNetns, ExecRunner, toolLocks } from '@kube-router/netfilter';
+import { addNetns, deleteNetns, ExecRunner, nftTableLock, toolLocks } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
 import { startApiServer } from '@kube-router/testkit';
 import pino from 'pino';
 import { describe } from 'vitest';
+import { tableRef } from './kernel.js';
 import { createNetpolNftablesPlugin } from './plugin.js';
 import { missingForRealTests } from './testing/world.js';
 
 const missing = missingForRealTests();
 
 // The faults break the plugin's real dependencies: `fail` points its nft (and the iptables and ipset of the leftover
-// removal) at a network namespace that does not exist, `hang` holds the process-wide nft, xtables and ipset
-// locks its commands must take, as another plugin stuck in a long transaction would.
+// removal) at a network namespace that does not exist, `hang` holds the process-wide locks its commands must take
+// (each table's nft lock, xtables, ipset), as another plugin stuck in a long transaction would.
 describe.skipIf(missing !== undefined)(`netpol-nftables${missing ? ` (skipped: ${missing})` : ''}`, () => {
   runControllerContractSuite({
     name: 'netpol',
@@ -60,7 +61,8 @@ describe.skipIf(missing !== undefined)(`netpol-nftables${missing ? ` (skipped: $
             brokenNetns = `krt-tnf${randomBytes(2).toString('hex')}-missing`;
           },
           async hang() {
-            await Promise.all([hold(toolLocks.nft), hold(toolLocks.xtables), hold(toolLocks.ipset)]);
+            const tables = [nftTableLock(tableRef('ipv4')), nftTableLock(tableRef('ipv6'))];
+            await Promise.all([...tables.map(hold), hold(toolLocks.xtables), hold(toolLocks.ipset)]);
           },
           heal() {
             brokenNetns = undefined;

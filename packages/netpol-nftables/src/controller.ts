@@ -1,6 +1,6 @@
 import { createSyncController, SyncFailures } from '@kube-router/controller';
 import type { Controller, PluginContext } from '@kube-router/controller';
-import { Mutex, Nft } from '@kube-router/netfilter';
+import { Mutex, Nft, nftTableLock } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
 import {
   NETPOL_CONTROLLER,
@@ -15,18 +15,12 @@ import {
 import type { IpFamily, NetpolSources } from '@kube-router/netpol';
 import { findIptablesLeftovers } from './iptables-leftovers.js';
 import type { IptablesLeftovers } from './iptables-leftovers.js';
-import { KernelApplier } from './kernel.js';
+import { KernelApplier, tableRef } from './kernel.js';
 import { NetpolNftablesMetrics } from './metrics.js';
 import type { ResolvedNetpolNftablesOptions } from './options.js';
 import { cidrFamily, PodChainCache, renderNode } from './render-node.js';
 import type { NodeRender } from './render-node.js';
 import { renderPolicy } from './render-policy.js';
-
-/**
- * Writes to one table are serialised for the whole process, so that they apply in the order they were issued; the
- * two tables are independent, and a sync writes them at the same time.
- */
-const TABLE_LOCKS: Readonly<Record<IpFamily, Mutex>> = { ipv4: new Mutex(), ipv6: new Mutex() };
 
 export interface NetpolControllerDeps {
   readonly sources: NetpolSources;
@@ -48,7 +42,8 @@ export function createNetpolNftablesController(
       runner: deps.runner,
       ...(options.netns === undefined ? {} : { netns: options.netns }),
       timeoutMs: options.commandTimeoutMs,
-      lock: TABLE_LOCKS[family],
+      // Writes to one table apply in the order they were issued; the two tables are written at the same time.
+      lock: nftTableLock(tableRef(family)),
     });
   const nft = { ipv4: nftFor('ipv4'), ipv6: nftFor('ipv6') };
   const applier = new KernelApplier({ families, nft, logger: ctx.logger, timings: metrics });
