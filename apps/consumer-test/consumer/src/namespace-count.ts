@@ -29,7 +29,9 @@ export const namespaceCountPlugin = definePlugin({
       syncPeriodMs: options.syncPeriodMs,
       syncTimeoutMs: options.syncTimeoutMs,
       async sync({ signal }) {
-        const list = await callApi('list namespaces', options.syncTimeoutMs, (o) => api.listNamespace({}, o), signal);
+        // The sync's timeout ends a slow request through `signal`; the request's own deadline is longer, so that the
+        // two never race and a hung API server shows as the sync's timeout.
+        const list = await callApi('list namespaces', options.syncTimeoutMs * 2, (o) => api.listNamespace({}, o), signal);
         namespaces.set(list.items.length);
       },
     });
