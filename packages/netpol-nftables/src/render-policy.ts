@@ -75,7 +75,7 @@ function renderRule(
     const pods = rule.peers.pods[family];
     if (pods.length > 0) {
       const name = ruleSetName(policy.id, direction, key, 'pods', family);
-      sets.push({ name, type, kind: 'hash', elements: [...pods].sort() });
+      sets.push({ name, type, kind: 'hash', elements: pods });
       peers.push(`${keyword} ${remote} @${name}`);
     }
     const blocks = rule.peers.ipBlocks[family];

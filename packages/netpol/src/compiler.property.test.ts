@@ -1,3 +1,4 @@
+import { compareText } from './sort.js';
 /*
  * Property tests of the compiler's two promises: an incremental compile equals a fresh one after any sequence of
  * changes, and no input, however malformed, makes a compile throw. The clusters are small but dense (few names, few
@@ -193,6 +194,21 @@ describe('PolicyCompiler properties', () => {
         }
       }),
       { numRuns: 400 },
+    );
+  });
+
+  it('gives every rule its peer pod addresses sorted and without duplicates, which backends rely on', () => {
+    fc.assert(
+      fc.property(clusterArb, (cluster) => {
+        for (const policy of compileNetworkPolicies({ nodeName: NODE, ...cluster }).policies) {
+          for (const rule of [...policy.ingress.rules, ...policy.egress.rules]) {
+            for (const ips of [rule.peers.pods.ipv4, rule.peers.pods.ipv6]) {
+              expect(ips).toEqual([...new Set(ips)].sort(compareText));
+            }
+          }
+        }
+      }),
+      { numRuns: 200 },
     );
   });
 

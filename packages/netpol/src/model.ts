@@ -34,6 +34,7 @@ export interface IpBlock {
  */
 export interface RulePeers {
   readonly any: boolean;
+  /** Sorted (compareText order) and without duplicates: backends use the lists as they are. */
   readonly pods: PerFamily<readonly string[]>;
   readonly ipBlocks: PerFamily<readonly IpBlock[]>;
 }
