@@ -244,7 +244,9 @@ spec:
   );
 
   it.skipIf(!externalRouter)(
-    'has the external BIRD router learn every node’s pod CIDR and the LoadBalancer addresses, reach a pod by them, and forget a deleted Service',
+    `has the external BIRD router learn every node’s pod CIDR and the LoadBalancer addresses, reach a pod by them, and forget a deleted Service${
+      externalRouter ? '' : ` (skipped: needs ${routerAvailable ? 'bird' : 'a build with the routing plugins'})`
+    }`,
     async () => {
       const routerNetns = `krt-${runId}-router`;
       type KernelRoute = { dst: string; gateway?: string; nexthops?: { gateway: string }[] };
