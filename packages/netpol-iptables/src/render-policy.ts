@@ -14,8 +14,6 @@ export interface PolicyFamilyRender {
 
 export interface PolicyRender {
   readonly id: string;
-  /** The CompiledPolicy fingerprint it was rendered from: equal fingerprints render identically. */
-  readonly fingerprint: string;
   readonly families: Partial<Record<IpFamily, PolicyFamilyRender>>;
 }
 
@@ -43,7 +41,7 @@ export function renderPolicy(policy: CompiledPolicy, families: readonly IpFamily
     }
     rendered[family] = { chains, sets };
   }
-  return { id: policy.id, fingerprint: policy.fingerprint, families: rendered };
+  return { id: policy.id, families: rendered };
 }
 
 function renderRule(

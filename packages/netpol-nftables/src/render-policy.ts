@@ -13,8 +13,6 @@ export interface PolicyFamilyRender {
 
 export interface PolicyRender {
   readonly id: string;
-  /** The CompiledPolicy fingerprint it was rendered from: equal fingerprints render identically. */
-  readonly fingerprint: string;
   readonly families: Partial<Record<IpFamily, PolicyFamilyRender>>;
 }
 
@@ -42,7 +40,7 @@ export function renderPolicy(policy: CompiledPolicy, families: readonly IpFamily
       get: () => (rendered[family] ??= renderFamily(policy, family)),
     });
   }
-  return { id: policy.id, fingerprint: policy.fingerprint, families: lazy };
+  return { id: policy.id, families: lazy };
 }
 
 function renderFamily(policy: CompiledPolicy, family: IpFamily): PolicyFamilyRender {

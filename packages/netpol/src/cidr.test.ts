@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import ipaddr from 'ipaddr.js';
 import { describe, expect, it } from 'vitest';
 import { AddressRanges, cidrContainsIp, cidrStrictlyContains, parseCidr, parseIp } from './cidr.js';
 
@@ -12,12 +13,51 @@ describe('parseIp', () => {
     expect(parseIp(text)).toMatchObject(expected);
   });
 
-  it.each(['10.0.0', '10.0.0.256', '010.0.0.1', '0x0a.0.0.1', 'fe80::1%eth0', 'fd00::g', '', 'web'])(
+  it.each([
+    '10.0.0', '10.0.0.256', '010.0.0.1', '0x0a.0.0.1', 'fe80::1%eth0', 'fd00::g', '', 'web',
+    // What a URL host would end at and then ignore, and IPv6 shapes that are not addresses.
+    '::1]/x', '[::1]', '::1/64', '::1 ', '1:2:3:4:5:6:7:8:9', '12345::', '::1::', ':::', '1:2:3:4:5:6:7', 'fd00::1.2.3',
+  ])(
     'refuses %j',
     (text) => {
       expect(parseIp(text)).toBeUndefined();
     },
   );
+});
+
+describe('parseIp on IPv6', () => {
+  it('agrees with ipaddr.js on every way of writing an address: canonical text and number', () => {
+    const group = fc.integer({ min: 0, max: 0xffff });
+    // Runs of zero groups are likely, so that `::` compression (and which run it takes) is exercised.
+    const groups = fc.array(fc.oneof(group, fc.constant(0), fc.constant(0)), { minLength: 8, maxLength: 8 });
+    const written = fc.tuple(groups, fc.boolean(), fc.boolean(), fc.boolean(), fc.nat()).map(([parts, upper, padded, v4Tail, at]) => {
+      const hex = parts.map((part) => {
+        const text = part.toString(16);
+        return padded ? text.padStart(4, '0') : text;
+      });
+      let text = hex.join(':');
+      if (v4Tail) text = `${hex.slice(0, 6).join(':')}:${[parts[6]! >> 8, parts[6]! & 255, parts[7]! >> 8, parts[7]! & 255].join('.')}`;
+      else if (parts.includes(0)) {
+        // Compress one run of zero groups (any run, not only the longest: every writer may choose).
+        const zeros = parts.map((part, index) => (part === 0 ? index : -1)).filter((index) => index >= 0);
+        const start = zeros[at % zeros.length]!;
+        let end = start;
+        while (end + 1 < 8 && parts[end + 1] === 0) end++;
+        text = `${hex.slice(0, start).join(':')}::${hex.slice(end + 1).join(':')}`;
+      }
+      return upper ? text.toUpperCase() : text;
+    });
+    fc.assert(
+      fc.property(written, (text) => {
+        const expected = ipaddr.IPv6.parse(text);
+        const parsed = parseIp(text);
+        expect(parsed?.family, text).toBe('ipv6');
+        expect(parsed?.text, text).toBe(expected.toRFC5952String());
+        expect(parsed?.value, text).toBe(BigInt(`0x${Buffer.from(expected.toByteArray()).toString('hex')}`));
+      }),
+      { numRuns: 2000 },
+    );
+  });
 });
 
 describe('parseCidr', () => {

@@ -39,15 +39,36 @@ export function parseIp(text: string): ParsedIp | undefined {
     }
     return { family: 'ipv4', text, value: BigInt(value) };
   }
-  // ipaddr.js reports invalid input by throwing, which is slow; the shape check keeps most non-addresses off that path.
-  if (!text.includes(':') || text.includes('%')) return undefined;
+  // Only hex digits, colons and the dots of an embedded IPv4 part: no zone, and nothing the URL parser below would
+  // read as the end of a host (`]`, `/`) and then ignore.
+  if (!IPV6_CHARACTERS.test(text) || !text.includes(':')) return undefined;
+  let host: string;
   try {
-    const address = ipaddr.IPv6.parse(text);
-    // One BigInt from the hex of the eight 16-bit parts: far cheaper than shifting in sixteen bytes.
-    const hex = address.parts.map((part) => part.toString(16).padStart(4, '0')).join('');
-    return { family: 'ipv6', text: address.toRFC5952String(), value: BigInt(`0x${hex}`) };
+    // The WHATWG URL host parser (Node's own, native) validates an IPv6 address and serialises it as RFC 5952
+    // does, in about a tenth of the time ipaddr.js takes; every dual-stack pod has an address to read this way.
+    host = new URL(`http://[${text}]/`).hostname;
   } catch {
     return undefined;
+  }
+  return new ParsedIpv6(host.slice(1, -1));
+}
+
+const IPV6_CHARACTERS = /^[0-9A-Fa-f:.]+$/;
+
+/** An IPv6 address whose number is worked out when a range lookup first asks for it: most addresses never meet one. */
+class ParsedIpv6 implements ParsedIp {
+  readonly family = 'ipv6';
+  readonly text: string;
+  #value: bigint | undefined;
+
+  constructor(canonical: string) {
+    this.text = canonical;
+  }
+
+  get value(): bigint {
+    // One BigInt from the hex of the eight 16-bit parts: far cheaper than shifting in sixteen bytes.
+    this.#value ??= BigInt(`0x${ipaddr.IPv6.parse(this.text).parts.map((part) => part.toString(16).padStart(4, '0')).join('')}`);
+    return this.#value;
   }
 }
 

@@ -1,5 +1,5 @@
 import type { PerFamily, PodProblem } from './model.js';
-import { namespaceLabels, podView } from './pods.js';
+import { namespaceLabels, podView, samePodView } from './pods.js';
 import type { PodView } from './pods.js';
 import { compareText, sortedUnique } from './sort.js';
 import { runToEnd } from './steps.js';
@@ -112,7 +112,7 @@ export class ClusterIndex implements ClusterView {
       this.#pods.set(key, entry);
       if (typeof pod === 'object' && pod !== null) this.#bySource.set(pod, entry);
       if (previous?.seen !== generation) seen++;
-      if (previous?.view?.signature !== view?.signature) changes.push({ before: previous?.view, after: view });
+      if (!samePodView(previous?.view, view)) changes.push({ before: previous?.view, after: view });
     }
     if (seen < this.#pods.size) {
       for (const [key, entry] of this.#pods) {

@@ -1,6 +1,6 @@
 import { ClusterIndex, readableEntries } from './cluster-index.js';
 import type { ClusterChanges } from './cluster-index.js';
-import { fingerprintOf } from './fingerprint.js';
+import { defineFingerprint } from './fingerprint.js';
 import type { CompiledPolicy, LocalPod, PolicyModel, PolicyProblem } from './model.js';
 import { parsePolicy } from './parse-policy.js';
 import type { BeyondSelectorsRule, ParsedPolicy, SelectorPeer } from './parse-policy.js';
@@ -249,13 +249,12 @@ export class PolicyCompiler {
         };
       });
     const podProblems = this.#cluster.podProblems();
-    const fingerprint = fingerprintOf([
+    return defineFingerprint({ nodeName: this.nodeName, policies, pods, problems, podProblems }, () => [
       policies.map((policy) => `${policy.id} ${policy.fingerprint}`),
       pods,
       problems,
       podProblems,
     ]);
-    return { nodeName: this.nodeName, policies, pods, problems, podProblems, fingerprint };
   }
 }
 

@@ -20,8 +20,6 @@ export interface PodView {
   readonly namedPorts: ReadonlyMap<string, number>;
   /** What is wrong with the pod (a container port the kernel cannot match); it never reaches rules. */
   readonly problems: readonly PodProblem[];
-  /** Equal signatures mean nothing the compiler reads has changed. */
-  readonly signature: string;
 }
 
 const FINISHED_PHASES = new Set(['Succeeded', 'Failed', 'Completed']);
@@ -73,8 +71,28 @@ export function podView(pod: PodLike, nodeName: string): PodView | undefined {
   const id = `${namespace}/${name}`;
   const problems: PodProblem[] = [];
   const namedPorts = namedContainerPorts(pod, id, problems);
-  const signature = podSignature(local, labels, ips, namedPorts, problems);
-  return { id, namespace, name, labels, ips, parsedIps, local, namedPorts, problems, signature };
+  return { id, namespace, name, labels, ips, parsedIps, local, namedPorts, problems };
+}
+
+/**
+ * Whether two views of a pod differ in anything the compiler reads. The signatures behind it are built only when a
+ * pod is replaced by a new object, and once per view: the first compile of a large cluster, where every pod is new,
+ * builds none.
+ */
+export function samePodView(a: PodView | undefined, b: PodView | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  return signatureOf(a) === signatureOf(b);
+}
+
+const signatures = new WeakMap<PodView, string>();
+
+function signatureOf(view: PodView): string {
+  let signature = signatures.get(view);
+  if (signature === undefined) {
+    signature = podSignature(view.local, view.labels, view.ips, view.namedPorts, view.problems);
+    signatures.set(view, signature);
+  }
+  return signature;
 }
 
 /**

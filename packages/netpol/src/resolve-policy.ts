@@ -1,5 +1,5 @@
 import type { ClusterView } from './cluster-index.js';
-import { fingerprintOf } from './fingerprint.js';
+import { defineFingerprint } from './fingerprint.js';
 import type {
   CompiledDirection,
   CompiledPolicy,
@@ -54,7 +54,7 @@ export function resolvePolicy(parsed: ParsedPolicy, cluster: ClusterView, cache:
     ingress,
     egress,
   };
-  return { compiled: { ...body, fingerprint: fingerprintOf(body) }, problems };
+  return { compiled: defineFingerprint({ ...body }, () => body), problems };
 }
 
 function resolveDirection(

@@ -13,12 +13,14 @@ export const NETPOL_CONTROLLER = 'netpol';
 const SLICE_MS = 10;
 
 /**
- * A backend's renders of the compiled policies, each kept while the policy's fingerprint holds: an unchanged policy
- * keeps its render object, which the backends' appliers use to skip it without comparing what it holds.
+ * A backend's renders of the compiled policies, each kept while the policy stays the same object or one with the same
+ * fingerprint: an unchanged policy keeps its render object, which the backends' appliers use to skip it without
+ * comparing what it holds.
  */
-export class PolicyRenders<Render extends { readonly fingerprint: string }> {
+export class PolicyRenders<Render> {
   readonly #render: (policy: CompiledPolicy) => Render;
-  readonly #renders = new Map<string, Render>();
+  /** Each render with the policy object it was made from (or, later, an equal one that replaced it). */
+  readonly #renders = new Map<string, { policy: CompiledPolicy; render: Render }>();
 
   constructor(render: (policy: CompiledPolicy) => Render) {
     this.#render = render;
@@ -31,12 +33,15 @@ export class PolicyRenders<Render extends { readonly fingerprint: string }> {
     let sliceStart = performance.now();
     for (const policy of model.policies) {
       current.add(policy.id);
-      let render = this.#renders.get(policy.id);
-      if (render?.fingerprint !== policy.fingerprint) {
-        render = this.#render(policy);
-        this.#renders.set(policy.id, render);
+      let entry = this.#renders.get(policy.id);
+      // The same object is the same policy; only a recompiled one has its fingerprint (and its old one's) worked out.
+      if (entry === undefined || (entry.policy !== policy && entry.policy.fingerprint !== policy.fingerprint)) {
+        entry = { policy, render: this.#render(policy) };
+        this.#renders.set(policy.id, entry);
+      } else {
+        entry.policy = policy;
       }
-      result.push(render);
+      result.push(entry.render);
       if (performance.now() - sliceStart > SLICE_MS) {
         await yieldToEventLoop();
         progress();
