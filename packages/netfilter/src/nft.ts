@@ -1,8 +1,7 @@
 import { blamedInputLine } from './blamed-line.js';
 import { CommandError } from './command.js';
 import type { CommandResult, CommandRunner } from './command.js';
-import { toolLocks } from './mutex.js';
-import type { Mutex } from './mutex.js';
+import { Mutex, toolLocks } from './mutex.js';
 import { parseNftJson } from './nft-json.js';
 import type { NftRuleset } from './nft-json.js';
 
@@ -10,7 +9,11 @@ export interface NftOptions {
   readonly runner: CommandRunner;
   readonly netns?: string;
   readonly timeoutMs?: number;
-  readonly lock?: Mutex;
+  /**
+   * What its calls hold (default `toolLocks.nft`). Several, for an Nft whose transactions write more than one table
+   * (each table's `nftTableLock`), are taken in the order given: keep one order for all of them.
+   */
+  readonly lock?: Mutex | readonly Mutex[];
   readonly command?: string;
 }
 
@@ -19,14 +22,15 @@ export class Nft {
   readonly netns: string | undefined;
   readonly #runner: CommandRunner;
   readonly #timeoutMs: number;
-  readonly #lock: Mutex;
+  readonly #locks: readonly Mutex[];
   readonly #command: string;
 
   constructor(options: NftOptions) {
     this.#runner = options.runner;
     this.netns = options.netns;
     this.#timeoutMs = options.timeoutMs ?? 60_000;
-    this.#lock = options.lock ?? toolLocks.nft;
+    const lock = options.lock ?? toolLocks.nft;
+    this.#locks = lock instanceof Mutex ? [lock] : [...lock];
     this.#command = options.command ?? 'nft';
   }
 
@@ -46,7 +50,7 @@ export class Nft {
   }
 
   run(args: readonly string[], input?: string): Promise<CommandResult> {
-    return this.#lock.runExclusive(() =>
+    return holdingAll(this.#locks, () =>
       this.#runner.run({ command: this.#command, args, input, netns: this.netns, timeoutMs: this.#timeoutMs }),
     );
   }
@@ -60,4 +64,9 @@ export class Nft {
       throw blamed ? error.withHint(`input line ${blamed.line}: ${blamed.text}`) : error;
     }
   }
+}
+
+function holdingAll<T>(locks: readonly Mutex[], task: () => Promise<T>): Promise<T> {
+  const [first, ...rest] = locks;
+  return first ? first.runExclusive(() => holdingAll(rest, task)) : task();
 }

@@ -83,4 +83,33 @@ describe('tool runners with a recording runner', () => {
       ['nft -j list tables', undefined, 1234],
     ]);
   });
+
+  it('an Nft given several locks holds them all: it waits for each table, and one-table Nfts still run side by side', async () => {
+    const events: string[] = [];
+    const runner = new RecordingRunner().on('nft -f', async (spec) => {
+      events.push(`start ${spec.input}`);
+      await new Promise((resolve) => setTimeout(resolve, 15));
+      events.push(`end ${spec.input}`);
+      return {};
+    });
+    const [four, six] = [new Mutex(), new Mutex()];
+    const ipv4 = new Nft({ runner, lock: four });
+    const ipv6 = new Nft({ runner, lock: six });
+    const both = new Nft({ runner, lock: [four, six] });
+    const first = Promise.all([ipv4.apply('4'), ipv6.apply('6'), both.apply('46')]);
+    // Issued while the two-table transaction waits for or holds the IPv4 table: it goes after it.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await Promise.all([first, ipv4.apply('4 again')]);
+    expect(events).toEqual([
+      'start 4',
+      'start 6',
+      'end 4',
+      'end 6',
+      // Only with both tables free: the two-table transaction, alone.
+      'start 46',
+      'end 46',
+      'start 4 again',
+      'end 4 again',
+    ]);
+  });
 });

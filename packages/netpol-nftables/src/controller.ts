@@ -37,15 +37,15 @@ export function createNetpolNftablesController(
   for (const range of ranges) cidrFamily(range);
 
   const metrics = new NetpolNftablesMetrics(ctx.metrics.registry);
-  const nftFor = (family: IpFamily) =>
+  const nftHolding = (...families: IpFamily[]) =>
     new Nft({
       runner: deps.runner,
       ...(options.netns === undefined ? {} : { netns: options.netns }),
       timeoutMs: options.commandTimeoutMs,
       // Writes to one table apply in the order they were issued; the two tables are written at the same time.
-      lock: nftTableLock(tableRef(family)),
+      lock: families.map((family) => nftTableLock(tableRef(family))),
     });
-  const nft = { ipv4: nftFor('ipv4'), ipv6: nftFor('ipv6') };
+  const nft = { ipv4: nftHolding('ipv4'), ipv6: nftHolding('ipv6'), both: nftHolding('ipv4', 'ipv6') };
   const applier = new KernelApplier({ families, nft, logger: ctx.logger, timings: metrics });
   const compiler = new PolicyCompiler({ nodeName: ctx.nodeName });
   const renders = new PolicyRenders((policy) => renderPolicy(policy, families));

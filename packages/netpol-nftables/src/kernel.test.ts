@@ -43,14 +43,17 @@ function desiredFor(
   };
 }
 
-/** Records when each nft call starts and ends; every call takes a few milliseconds. */
+/** Records when each nft call starts and ends; every call takes `delayMs`. */
 class TimedRunner implements CommandRunner {
   readonly events: string[] = [];
-  constructor(readonly inner: RecordingRunner) {}
+  constructor(
+    readonly inner: RecordingRunner,
+    readonly delayMs = 20,
+  ) {}
   async run(spec: CommandSpec): Promise<CommandResult> {
     const table = /ip6? kube-router-filter-ipv[46]/.exec(spec.input ?? '')?.[0] ?? 'list';
     this.events.push(`start ${table}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await new Promise((resolve) => setTimeout(resolve, this.delayMs));
     try {
       return await this.inner.run(spec);
     } finally {
@@ -61,6 +64,13 @@ class TimedRunner implements CommandRunner {
 
 function dualStackApplier(runner: CommandRunner): KernelApplier {
   const nft = { ipv4: new Nft({ runner, lock: new Mutex() }), ipv6: new Nft({ runner, lock: new Mutex() }) };
+  return new KernelApplier({ families: ['ipv4', 'ipv6'], nft, logger: pino({ level: 'silent' }) });
+}
+
+/** As dualStackApplier, with an Nft that holds both tables' locks for transactions that write both. */
+function dualStackApplierWithBoth(runner: CommandRunner): KernelApplier {
+  const [four, six] = [new Mutex(), new Mutex()];
+  const nft = { ipv4: new Nft({ runner, lock: four }), ipv6: new Nft({ runner, lock: six }), both: new Nft({ runner, lock: [four, six] }) };
   return new KernelApplier({ families: ['ipv4', 'ipv6'], nft, logger: pino({ level: 'silent' }) });
 }
 
@@ -190,6 +200,34 @@ describe('KernelApplier (nftables)', () => {
     // The second table's transaction started before the first one's ended.
     const writes = runner.events.filter((event) => !event.endsWith('list'));
     expect(writes).toEqual([
+      'start ip kube-router-filter-ipv4',
+      'start ip6 kube-router-filter-ipv6',
+      'end ip kube-router-filter-ipv4',
+      'end ip6 kube-router-filter-ipv6',
+    ]);
+  });
+
+  it('writes a small change of both tables in one transaction, and large ones table by table at once', async () => {
+    const small = new RecordingRunner();
+    const result = await dualStackApplierWithBoth(small).apply(desiredFor([a, b], ['ipv4', 'ipv6']));
+    expect(result.transactions).toBe(1);
+    const [both = ''] = transactions(small);
+    expect(both).toContain('table ip kube-router-filter-ipv4 {');
+    expect(both).toContain('table ip6 kube-router-filter-ipv6 {');
+
+    // Hundreds of policies: thousands of lines per table, where two nft processes at once beat one.
+    const many = Array.from({ length: 400 }, (_, index) =>
+      policy(`web/p-${index}`, { podSelector: { matchLabels: { app: 'server' } }, ingress: [{ from: [{ podSelector: { matchLabels: { n: `${index}` } } }, { podSelector: {} }], ports: [{ port: 1000 + index }] }] }),
+    );
+    const recording = new RecordingRunner();
+    // Long enough that building the IPv6 script of 400 policies fits in the IPv4 transaction's time.
+    const runner = new TimedRunner(recording, 500);
+    expect((await dualStackApplierWithBoth(runner).apply(desiredFor(many, ['ipv4', 'ipv6']))).transactions).toBe(2);
+    const [first = '', second = ''] = transactions(recording);
+    expect(first.split('\n').length).toBeGreaterThan(2_000);
+    expect(first).not.toContain('ip6 kube-router-filter-ipv6');
+    expect(second).not.toContain('ip kube-router-filter-ipv4 ');
+    expect(runner.events.filter((event) => !event.endsWith('list'))).toEqual([
       'start ip kube-router-filter-ipv4',
       'start ip6 kube-router-filter-ipv6',
       'end ip kube-router-filter-ipv4',
