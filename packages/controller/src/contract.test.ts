@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { acceptedUnknownOptionKeys, runControllerContractSuite, UNKNOWN_OPTION_KEYS } from './contract.js';
+import { acceptedUnknownOptionKeys, ReleaseStack, runControllerContractSuite, UNKNOWN_OPTION_KEYS } from './contract.js';
 import { createSyncController } from './sync-controller.js';
 import { definePlugin } from './controller.js';
 import { testContext } from './testing/context.js';
@@ -33,6 +33,24 @@ describe('acceptedUnknownOptionKeys', () => {
       },
     };
     expect(acceptedUnknownOptionKeys(vague, {})).toEqual([...UNKNOWN_OPTION_KEYS]);
+  });
+});
+
+describe('ReleaseStack (what a contract setup defers)', () => {
+  it('releases last first, runs every release though one fails, then throws the first failure', async () => {
+    const stack = new ReleaseStack();
+    const released: string[] = [];
+    stack.defer(() => released.push('netns'));
+    stack.defer(async () => {
+      released.push('server');
+      throw new Error('server would not close');
+    });
+    stack.defer(() => released.push('informers'));
+    await expect(stack.releaseAll()).rejects.toThrow('server would not close');
+    expect(released).toEqual(['informers', 'server', 'netns']);
+    // Released once: a second call has nothing left.
+    await stack.releaseAll();
+    expect(released).toHaveLength(3);
   });
 });
 

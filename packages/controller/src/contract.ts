@@ -30,10 +30,19 @@ export interface ContractHarness {
   teardown(): Promise<void>;
 }
 
+export interface ContractSetupContext {
+  /**
+   * Registers what releases something the setup made (a network namespace, a server): released after the test, last
+   * registered first, after the harness's teardown, and also when the setup fails part way, so that a broken setup
+   * never leaks what it made before it broke.
+   */
+  defer(release: () => unknown): void;
+}
+
 export interface ContractSuiteOptions {
   name: string;
   /** Returns a fresh controller and its world for every test. */
-  setup(): Promise<ContractHarness>;
+  setup(context: ContractSetupContext): Promise<ContractHarness>;
   /** How long a hanging sync may take to be cut off (the controller's sync timeout plus slack). Default 10 s. */
   hangBoundMs?: number;
   /**
@@ -65,24 +74,56 @@ export function acceptedUnknownOptionKeys(plugin: OptionsOf, validOptions: Recor
   });
 }
 
+/**
+ * @internal What a test's setup deferred, released last first; every release runs, and the first failure is thrown
+ * after them all.
+ */
+export class ReleaseStack {
+  #releases: (() => unknown)[] = [];
+
+  defer(release: () => unknown): void {
+    this.#releases.push(release);
+  }
+
+  async releaseAll(): Promise<void> {
+    const releases = this.#releases.splice(0).reverse();
+    let failure: { error: unknown } | undefined;
+    for (const release of releases) {
+      try {
+        await release();
+      } catch (error) {
+        failure ??= { error };
+      }
+    }
+    if (failure) throw failure.error;
+  }
+}
+
 export function runControllerContractSuite(options: ContractSuiteOptions): void {
   describe(`controller contract: ${options.name}`, () => {
     let harness: ContractHarness | undefined;
+    const deferred = new ReleaseStack();
     const open = async () => {
-      harness = await options.setup();
+      harness = await options.setup({ defer: (release) => deferred.defer(release) });
       await harness.controller.start({ requestSync: () => undefined, signal: new AbortController().signal });
       return harness;
     };
     afterEach(async () => {
       const h = harness;
       harness = undefined;
-      if (!h) return;
-      // The world is torn down whatever heal or stop say, so a failing harness never leaks namespaces or daemons.
+      // The world is torn down whatever heal or stop say, so a failing harness never leaks namespaces or daemons; what
+      // the setup deferred goes even when the setup itself failed.
       try {
-        await h.faults.heal();
-        await h.controller.stop();
+        if (h) {
+          try {
+            await h.faults.heal();
+            await h.controller.stop();
+          } finally {
+            await h.teardown();
+          }
+        }
       } finally {
-        await h.teardown();
+        await deferred.releaseAll();
       }
     });
 

@@ -23,15 +23,18 @@ describe.skipIf(missing !== undefined)('netpol-iptables', () => {
     name: 'netpol',
     plugin: { plugin: createNetpolIptablesPlugin(), validOptions: { netns: 'tnf-contract', syncPeriodMs: 60_000 } },
     hangBoundMs: 3_000,
-    async setup() {
+    async setup({ defer }) {
       const exec = new ExecRunner();
       const netns = `krt-${randomBytes(3).toString('hex')}-ct`;
       await addNetns(exec, netns);
+      // Released after the test, and also if what follows fails: a broken setup leaves no namespace behind.
+      defer(() => deleteNetns(exec, netns));
       let brokenNetns: string | undefined;
       const runner: CommandRunner = {
         run: (spec) => exec.run(brokenNetns && spec.netns ? { ...spec, netns: brokenNetns } : spec),
       };
       const server = await startApiServer({ port: 0 });
+      defer(() => server.close());
       const kubeconfig = await server.writeKubeconfig();
       const logger = pino({ level: 'silent' });
       const metrics = new AgentMetrics({ collectDefaultMetrics: false });
@@ -69,8 +72,6 @@ describe.skipIf(missing !== undefined)('netpol-iptables', () => {
         },
         async teardown() {
           await kube.informers.stop();
-          await server.close();
-          await deleteNetns(exec, netns);
         },
       };
     },
