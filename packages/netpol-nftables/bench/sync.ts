@@ -175,8 +175,10 @@ class ApiServerProcess {
     await writeFile(seed, objects.map((object) => JSON.stringify(object)).join('\n---\n'));
     const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@kube-router/source', API_SERVER_BIN, '--port', '0', '--seed', seed, '--kubeconfig', kubeconfig], {
       cwd: fileURLToPath(new URL('.', import.meta.url)),
-      stdio: ['ignore', 'pipe', 'pipe'],
+      // With an IPC channel the server stops when this process goes, even if it dies before it can close it.
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
+    child.channel?.unref();
     let output = '';
     child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -243,6 +245,18 @@ async function main(): Promise<void> {
   const workDir = await mkdtemp(join(tmpdir(), 'nft-bench-'));
   const servers: ApiServerProcess[] = [];
   const enforcers: TestEnforcer[] = [];
+  let cleaning: Promise<void> | undefined;
+  const cleanUp = () =>
+    (cleaning ??= (async () => {
+      for (const running of enforcers) await running.stop().catch(() => undefined);
+      for (const server of servers) await server.close();
+      await rm(workDir, { recursive: true, force: true });
+      for (const name of created) await deleteNetns(runner, name).catch(() => undefined);
+    })());
+  // Interrupted, the bench still removes its namespaces and servers; its output cut short (`| head`) must not stop it
+  // before it does.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
+  for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
   try {
     const [api, api500] = await Promise.all(
       ([1000, 500] as const).map((policies) => ApiServerProcess.start(benchObjects(policies), join(workDir, `api-${policies}`))),
@@ -419,10 +433,7 @@ async function main(): Promise<void> {
       ],
     }, { log: false });
   } finally {
-    for (const running of enforcers) await running.stop().catch(() => undefined);
-    for (const server of servers) await server.close();
-    await rm(workDir, { recursive: true, force: true });
-    for (const name of created) await deleteNetns(runner, name).catch(() => undefined);
+    await cleanUp();
   }
 }
 

@@ -84,6 +84,38 @@ describe('bin/apiserver.ts', () => {
   });
 });
 
+describe('bin/apiserver.ts with an IPC channel', () => {
+  it('stops when its parent goes (the channel closes), as a bench that dies leaves no server behind', async () => {
+    // tsx as a loader, not its CLI: the CLI runs the script in a child of its own, which the channel would not reach.
+    const child = spawn(process.execPath, ['--import', 'tsx', '--conditions=@kube-router/source', 'bin/apiserver.ts', '--port', '0'], {
+      cwd: packageDir,
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    });
+    let output = '';
+    child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no start-up line in time: ${output}`)), 20_000);
+        child.stdout?.on('data', () => {
+          const match = /listening on (http:\/\/\S+)/.exec(output);
+          if (match) {
+            clearTimeout(timer);
+            resolve(match[1] as string);
+          }
+        });
+        child.on('exit', () => reject(new Error(`exited early: ${output}`)));
+      });
+      expect((await fetch(`${url}/api/v1/namespaces`)).ok).toBe(true);
+      child.disconnect();
+      expect(await exited).toBe(0);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+});
+
 describe('--no-validation', () => {
   it('stores what the schemas refuse, which the default refuses', async () => {
     const badPod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'bad' }, spec: { containers: 5 } };
