@@ -8,8 +8,10 @@ runControllerContractSuite({
   name: 'lballoc',
   plugin: { plugin: lballocPlugin, validOptions: { ranges: ['10.90.0.0/28'] } },
   hangBoundMs: 2_500,
-  async setup() {
+  async setup({ defer }) {
     const { server, kubeconfig } = await startCluster();
+    // Closed after the test, and also if the rest of the setup fails.
+    defer(() => server.close());
     const agent = createTestAgent(kubeconfig, 'contract', { ranges: ['10.90.0.0/28'], syncTimeoutMs: 500 });
     await agent.kube.informers.start({ cacheSyncTimeoutMs: 10_000 });
     const lead = () => waitFor('leadership', () => agent.isLeader());
@@ -30,7 +32,6 @@ runControllerContractSuite({
       },
       async teardown() {
         await agent.kube.informers.stop();
-        await server.close();
       },
     };
   },

@@ -19,7 +19,7 @@ runControllerContractSuite({
   name: 'proxy',
   hangBoundMs: 3_000,
   plugin: { plugin: createProxyIpvsPlugin(), validOptions: { syncPeriodMs: 60_000, gracefulTermination: true } },
-  async setup() {
+  async setup({ defer }) {
     let mode: 'ok' | 'fail' | 'hang' = 'ok';
     const hung: (() => void)[] = [];
     const runner: CommandRunner = {
@@ -31,6 +31,8 @@ runControllerContractSuite({
       },
     };
     const server = await startApiServer({ port: 0 });
+    // Closed after the test, and also if the rest of the setup fails.
+    defer(() => server.close());
     const kubeconfig = await server.writeKubeconfig();
     const logger = pino({ level: 'silent' });
     const metrics = new AgentMetrics({ collectDefaultMetrics: false });
@@ -56,7 +58,6 @@ runControllerContractSuite({
       },
       async teardown() {
         await kube.informers.stop();
-        await server.close();
       },
     };
   },

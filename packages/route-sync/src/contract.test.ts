@@ -15,8 +15,10 @@ describe.skipIf(missing !== undefined)(`route-sync ${missing ? `(skipped: ${miss
     name: 'route-sync',
     hangBoundMs: 2_500,
     plugin: { plugin: routeSyncPlugin, validOptions: { netns: 'trs-node', syncPeriodMs: 60_000, protocol: 17 } },
-    async setup() {
+    async setup({ defer }) {
       const node = await createRouteNode('ct');
+      // Released after the test, and also if the rest of the setup fails.
+      defer(() => node.remove());
       let brokenNetns: string | undefined;
       const runner: CommandRunner = {
         run: (spec) => node.exec.run(brokenNetns && spec.netns ? { ...spec, netns: brokenNetns } : spec),
@@ -50,7 +52,7 @@ describe.skipIf(missing !== undefined)(`route-sync ${missing ? `(skipped: ${miss
             for (const release of releases.splice(0)) release();
           },
         },
-        teardown: () => node.remove(),
+        teardown: async () => {},
       };
     },
   });

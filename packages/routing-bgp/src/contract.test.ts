@@ -21,10 +21,13 @@ describe.skipIf(skipReason)(`routing-bgp contract${skipReason ? ` (skipped: ${sk
     name: 'routing-bgp',
     hangBoundMs: 4_000,
     plugin: { plugin: routingBgpPlugin, validOptions: { clusterAsn: 65000, bgpPort: 1790, netns: 'tbgp-x', gobgpApiSocket: '/run/x.sock' } },
-    async setup() {
+    async setup({ defer }) {
       const mesh = await createMesh(1);
+      // Released after the test, last first, and also if the rest of the setup fails (a gobgpd that never answered).
+      defer(() => mesh.teardown());
       const node = mesh.nodes[0]!;
       const server = await startApiServer({ port: 0 });
+      defer(() => server.close());
       server.create(nodeObject(node));
       const socket = `${mesh.dir}/gobgpd.sock`;
       let gobgpd: ChildProcess | undefined;
@@ -47,6 +50,7 @@ describe.skipIf(skipReason)(`routing-bgp contract${skipReason ? ` (skipped: ${sk
         child.kill('SIGKILL');
         await exited;
       };
+      defer(stopGobgpd);
       await startGobgpd();
 
       const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
@@ -96,9 +100,6 @@ describe.skipIf(skipReason)(`routing-bgp contract${skipReason ? ` (skipped: ${sk
         },
         async teardown() {
           await kube.informers.stop();
-          await stopGobgpd();
-          await server.close();
-          await mesh.teardown();
         },
       };
     },
