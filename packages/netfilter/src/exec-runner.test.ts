@@ -115,6 +115,17 @@ describe('ExecRunner', () => {
     expect((error as CommandError).message).toMatch(/^krt-no-such-tool x could not start: .*ENOENT/);
   });
 
+  it('reports a command that Node refuses to spawn as a CommandError and closes the large input it had opened', async () => {
+    const openFds = () => readdirSync('/proc/self/fd').length;
+    const before = openFds();
+    // A NUL byte in the command makes spawn() throw at once, after the input file was opened for it.
+    const error = await runner.run({ command: 'c\0t', input: 'x'.repeat(100_000) }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CommandError);
+    expect((error as CommandError).exitCode).toBeNull();
+    expect((error as CommandError).message).toMatch(/could not start/);
+    expect(openFds()).toBe(before);
+  });
+
   it('quotes arguments with spaces in the message', async () => {
     const error = await runner.run({ command: 'sh', args: ['-c', 'exit 2'] }).catch((e: unknown) => e);
     expect((error as Error).message).toMatch(/^sh -c 'exit 2' exited with code 2/);

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { closeSync, openSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -128,13 +129,22 @@ export class ExecRunner implements CommandRunner {
 
     const inputFile = spec.input === undefined ? undefined : largeInputFile(spec.input);
     return new Promise<CommandResult>((resolve, reject) => {
-      const child = spawn(file, argv, {
-        stdio: [inputFile ?? (spec.input === undefined ? 'ignore' : 'pipe'), 'pipe', 'pipe'],
-        // Its own process group, so that a timeout also kills whatever the tool started.
-        detached: true,
-        // Tools' messages are parsed and shown to operators; keep them in one language.
-        env: { ...process.env, LC_ALL: 'C' },
-      });
+      let child: ChildProcess;
+      try {
+        child = spawn(file, argv, {
+          stdio: [inputFile ?? (spec.input === undefined ? 'ignore' : 'pipe'), 'pipe', 'pipe'],
+          // Its own process group, so that a timeout also kills whatever the tool started.
+          detached: true,
+          // Tools' messages are parsed and shown to operators; keep them in one language.
+          env: { ...process.env, LC_ALL: 'C' },
+        });
+      } catch (error) {
+        // Some failures (an argument Node refuses, a spawn error it does not defer) throw here instead of arriving as
+        // 'error': the input file is closed all the same, and the caller gets a CommandError like any other.
+        if (inputFile !== undefined) closeSync(inputFile);
+        reject(new CommandError({ ...failure, exitCode: null, spawnError: error instanceof Error ? error.message : String(error) }));
+        return;
+      }
       const stdout: Buffer[] = [];
       const stderr: Buffer[] = [];
       let timedOut = false;
