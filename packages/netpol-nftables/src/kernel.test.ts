@@ -1,7 +1,7 @@
 import { Mutex, Nft, RecordingRunner } from '@kube-router/netfilter';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { KernelApplier } from './kernel.js';
+import { assemble, KernelApplier } from './kernel.js';
 import type { DesiredState } from './kernel.js';
 import { podChainName, policyChainName } from '@kube-router/netpol';
 import { renderNode } from './render-node.js';
@@ -62,13 +62,8 @@ class TimedRunner implements CommandRunner {
   }
 }
 
+/** An Nft per table and one that holds both tables' locks, as the controller makes them. */
 function dualStackApplier(runner: CommandRunner): KernelApplier {
-  const nft = { ipv4: new Nft({ runner, lock: new Mutex() }), ipv6: new Nft({ runner, lock: new Mutex() }) };
-  return new KernelApplier({ families: ['ipv4', 'ipv6'], nft, logger: pino({ level: 'silent' }) });
-}
-
-/** As dualStackApplier, with an Nft that holds both tables' locks for transactions that write both. */
-function dualStackApplierWithBoth(runner: CommandRunner): KernelApplier {
   const [four, six] = [new Mutex(), new Mutex()];
   const nft = { ipv4: new Nft({ runner, lock: four }), ipv6: new Nft({ runner, lock: six }), both: new Nft({ runner, lock: [four, six] }) };
   return new KernelApplier({ families: ['ipv4', 'ipv6'], nft, logger: pino({ level: 'silent' }) });
@@ -94,6 +89,33 @@ const aFromAllClients = policy('web/a', {
 });
 
 const transactions = (runner: RecordingRunner) => runner.invocations.filter((i) => i.args.includes('-f')).map((i) => i.input ?? '');
+
+describe('assemble', () => {
+  it('puts each family\'s parts in one table block, flushes first and once, element changes after', () => {
+    const lines = assemble([
+      { family: 'ipv4', before: ['flush chain ip t A'], block: ['chain A {', '}'], after: ['add element ip t S { 1.2.3.4 }'] },
+      { family: 'ipv6', before: [], block: ['chain B {', '}'], after: [] },
+      { family: 'ipv4', before: ['flush chain ip t A'], block: ['chain C {', '}'], after: [] },
+    ]);
+    expect(lines).toEqual([
+      'flush chain ip t A',
+      'table ip kube-router-filter-ipv4 {',
+      'chain A {', '}', 'chain C {', '}',
+      '}',
+      'add element ip t S { 1.2.3.4 }',
+      'table ip6 kube-router-filter-ipv6 {',
+      'chain B {', '}',
+      '}',
+    ]);
+  });
+
+  it('takes a table of more lines than a call takes arguments (a full sync of a large cluster)', () => {
+    const block = Array.from({ length: 300_000 }, (_, index) => `rule ${index}`);
+    const lines = assemble([{ family: 'ipv4', before: [], block, after: [] }]);
+    expect(lines).toHaveLength(300_002);
+    expect(lines.at(-2)).toBe('rule 299999');
+  });
+});
 
 describe('KernelApplier (nftables)', () => {
   it('writes the shared chains, the policies and the dispatch in one transaction, and nothing when nothing changed', async () => {
@@ -187,29 +209,9 @@ describe('KernelApplier (nftables)', () => {
     expect(written[5]).not.toContain(`jump ${refused}`);
   });
 
-  it('writes each family\'s table in a transaction of its own, and with an Nft per family both at once', async () => {
-    const recording = new RecordingRunner();
-    const runner = new TimedRunner(recording);
-    const result = await dualStackApplier(runner).apply(desiredFor([a, b], ['ipv4', 'ipv6']));
-    expect(result.transactions).toBe(2);
-    const [first = '', second = ''] = transactions(recording);
-    expect(first).toContain('ip kube-router-filter-ipv4');
-    expect(first).not.toContain('ip6 kube-router-filter-ipv6');
-    expect(second).toContain('ip6 kube-router-filter-ipv6');
-    expect(second).not.toContain('ip kube-router-filter-ipv4');
-    // The second table's transaction started before the first one's ended.
-    const writes = runner.events.filter((event) => !event.endsWith('list'));
-    expect(writes).toEqual([
-      'start ip kube-router-filter-ipv4',
-      'start ip6 kube-router-filter-ipv6',
-      'end ip kube-router-filter-ipv4',
-      'end ip6 kube-router-filter-ipv6',
-    ]);
-  });
-
   it('writes a small change of both tables in one transaction, and large ones table by table at once', async () => {
     const small = new RecordingRunner();
-    const result = await dualStackApplierWithBoth(small).apply(desiredFor([a, b], ['ipv4', 'ipv6']));
+    const result = await dualStackApplier(small).apply(desiredFor([a, b], ['ipv4', 'ipv6']));
     expect(result.transactions).toBe(1);
     const [both = ''] = transactions(small);
     expect(both).toContain('table ip kube-router-filter-ipv4 {');
@@ -222,9 +224,10 @@ describe('KernelApplier (nftables)', () => {
     const recording = new RecordingRunner();
     // Long enough that building the IPv6 script of 400 policies fits in the IPv4 transaction's time.
     const runner = new TimedRunner(recording, 500);
-    expect((await dualStackApplierWithBoth(runner).apply(desiredFor(many, ['ipv4', 'ipv6']))).transactions).toBe(2);
+    expect((await dualStackApplier(runner).apply(desiredFor(many, ['ipv4', 'ipv6']))).transactions).toBe(2);
     const [first = '', second = ''] = transactions(recording);
     expect(first.split('\n').length).toBeGreaterThan(2_000);
+    expect(first.length).toBeGreaterThan(64 * 1024);
     expect(first).not.toContain('ip6 kube-router-filter-ipv6');
     expect(second).not.toContain('ip kube-router-filter-ipv4 ');
     expect(runner.events.filter((event) => !event.endsWith('list'))).toEqual([
@@ -246,8 +249,11 @@ describe('KernelApplier (nftables)', () => {
     expect([...result.failedPolicies.keys()]).toEqual(['web/b']);
     const written = transactions(runner);
     const ipv6 = written.filter((script) => script.includes('ip6 kube-router-filter-ipv6'));
-    // IPv6 went in at once with b enforced; then its dispatch again, with b's targets failed closed.
-    expect(ipv6[0]).toContain(`jump ${policyChainName('web/b', 'ingress', 'ipv6')}`);
+    // The two tables went together and were refused together; IPv6 alone went in with b enforced; then its dispatch
+    // again, with b's targets failed closed.
+    expect(ipv6[0]).toContain('ip kube-router-filter-ipv4');
+    const ipv6Alone = ipv6.filter((script) => !script.includes('ip kube-router-filter-ipv4'));
+    expect(ipv6Alone[0]).toContain(`jump ${policyChainName('web/b', 'ingress', 'ipv6')}`);
     const last = ipv6.at(-1) ?? '';
     expect(last).toContain(`flush chain ip6 kube-router-filter-ipv6 ${podChainName('web/client', 'ingress', 'ipv6')}`);
     expect(last).not.toContain(`jump ${policyChainName('web/b', 'ingress', 'ipv6')}`);

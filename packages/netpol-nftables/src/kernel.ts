@@ -1,7 +1,7 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { IpFamily } from '@kube-router/netpol';
-import { CommandError, Nft } from '@kube-router/netfilter';
-import type { NftRuleset } from '@kube-router/netfilter';
+import { CommandError } from '@kube-router/netfilter';
+import type { NftRuleset , Nft } from '@kube-router/netfilter';
 import type { Logger } from 'pino';
 import { canonicalIntervals } from './interval.js';
 import { TABLES, isOwnChain, isOwnSet, isPodChain } from './names.js';
@@ -60,12 +60,12 @@ interface FamilyState {
 export interface KernelApplierOptions {
   readonly families: readonly IpFamily[];
   /**
-   * One Nft for both tables, or one per family: each family's table is then written by its own nft process, and a
-   * sync's two transactions run at the same time (each Nft serialises only its own calls). With `both`, an Nft that
-   * holds both tables' locks, small changes of the two tables go in one transaction instead, and so do the steps that
-   * write both (the fallback's dispatch, the deletion of stale objects).
+   * One Nft for both tables, or one per family and one holding both tables' locks: each family's large transaction is
+   * then written by its own nft process, the two at the same time (each table's lock orders that table's writes);
+   * small changes of the two tables, and the steps that may write both (the fallback's, the deletion of stale
+   * objects), go through `both`.
    */
-  readonly nft: Nft | { readonly ipv4: Nft; readonly ipv6: Nft; readonly both?: Nft };
+  readonly nft: Nft | { readonly ipv4: Nft; readonly ipv6: Nft; readonly both: Nft };
   readonly logger: Logger;
   readonly timings?: KernelTimings;
 }
@@ -148,8 +148,7 @@ export class KernelApplier {
     // next one's script is built, and with an Nft per family the two nft processes overlap as well. Small scripts
     // (an event's element change) are the exception: every nft process first reads every chain and set of the
     // namespace, both tables', which then costs more than the script itself, so they go together in one process.
-    const attempts: { families: IpFamily[]; outcome: Promise<boolean> }[] = [];
-    const send = (scripts: readonly FamilyScript[]) => {
+    const send = (scripts: readonly FamilyScript[]): { scripts: readonly FamilyScript[]; outcome: Promise<boolean> } => {
       const lines = scripts.flatMap((script) => script.lines);
       const sent = scripts.map((script) => script.family);
       const outcome = this.#transaction(lines, counters, sent.length === 1 ? sent[0] : 'both').then(
@@ -165,8 +164,9 @@ export class KernelApplier {
           return false;
         },
       );
-      attempts.push({ families: sent, outcome });
+      return { scripts, outcome };
     };
+    const attempts: ReturnType<typeof send>[] = [];
     const held: FamilyScript[] = [];
     for (const family of families) {
       const foundation = this.#foundation(desired, [family]);
@@ -175,13 +175,23 @@ export class KernelApplier {
       const lines = assemble([...foundation.parts, ...units.map((unit) => unit.part), ...dispatch.parts]);
       if (lines.length === 0) continue;
       const script = { family, lines, units, writes: [...foundation.writes, ...units, ...dispatch.writes] };
-      if (this.#canWriteBoth() && lines.length < COMBINE_BELOW_LINES) held.push(script);
-      else send([script]);
+      if (scriptSize(lines) < COMBINE_BELOW_CHARACTERS) held.push(script);
+      else attempts.push(send([script]));
       await slice();
     }
-    if (held.length > 0) send(held);
+    if (held.length > 0) attempts.push(send(held));
     const refused: IpFamily[] = [];
-    for (const attempt of attempts) if (!(await attempt.outcome)) refused.push(...attempt.families);
+    for (const attempt of attempts) {
+      if (await attempt.outcome) continue;
+      if (attempt.scripts.length === 1) {
+        refused.push(attempt.scripts[0]!.family);
+        continue;
+      }
+      // The two tables went together and were refused together: each is tried again alone, so that what the kernel
+      // refuses in one table never keeps the other one out.
+      const retries = attempt.scripts.map((script) => send([script]));
+      for (const retry of retries) if (!(await retry.outcome)) refused.push(retry.scripts[0]!.family);
+    }
 
     let nodeFailure: unknown;
     let nodes = this.#nodes(desired, new Set(), families);
@@ -243,7 +253,7 @@ export class KernelApplier {
     return { parts, writes, chainNames };
   }
 
-  /** Each (policy, family) whose chains or sets differ from the kernel's, with the lines that make them equal. */
+  /** Each (policy, family) whose chains or sets differ from the kernel's, with the table part that makes them equal. */
   async #policyUnits(desired: DesiredState, slice: () => Promise<void> | undefined, families: readonly IpFamily[]): Promise<Unit[]> {
     const units: Unit[] = [];
     for (const policy of desired.policies) {
@@ -282,7 +292,6 @@ export class KernelApplier {
       const sets = node.sets.filter((candidate) => !sameSet(state.sets.get(candidate.name), candidate, family));
       const base = node.baseChains.filter((c) => !sameChain(state.chains.get(c.name), c));
       if (chains.length + sets.length + base.length === 0) continue;
-      // Chains before the map elements that jump to them; the base chains, which use the maps, last.
       // The base chains, which use the maps, after the chains the maps' elements jump to.
       parts.push(this.#unitScript(family, [...chains, ...base], sets));
       writes.push({ family, chains: [...chains, ...base], sets });
@@ -438,14 +447,10 @@ export class KernelApplier {
   /** The Nft for one table's transaction; for both tables at once (or a family not said) one that may write both. */
   #nft(family: IpFamily | 'both' | undefined): Nft {
     const { nft } = this.#options;
-    if (nft instanceof Nft) return nft;
-    if (family === 'both' || family === undefined) return nft.both ?? nft[this.#options.families[0] ?? 'ipv4'];
+    // By shape, not class: a second copy of @kube-router/netfilter in a consumer's tree makes other Nft classes.
+    if ('apply' in nft) return nft;
+    if (family === 'both' || family === undefined) return nft.both;
     return nft[family];
-  }
-
-  #canWriteBoth(): boolean {
-    const { nft } = this.#options;
-    return nft instanceof Nft || nft.both !== undefined;
   }
 
   #family(family: IpFamily): FamilyState {
@@ -478,7 +483,7 @@ function wantedObjects(desired: DesiredState, nodes: ReadonlyMap<IpFamily, NodeR
  * evaluates a block with far less work than the same objects as one `add` command each (on the benchmark's table,
  * the flat commands cost nft 16% more than its own listing of the result; a block, as much as the listing).
  */
-interface TablePart {
+export interface TablePart {
   readonly family: IpFamily;
   /** The table when it is new; flushes of chains that the block fills again. */
   readonly before: readonly string[];
@@ -489,20 +494,30 @@ interface TablePart {
 }
 
 /** The script of a transaction: per family, what goes before its block, the block, what goes after. */
-function assemble(parts: readonly TablePart[]): string[] {
-  const byFamily = new Map<IpFamily, { before: string[]; block: string[]; after: string[] }>();
+/** @internal Exported for its test. */
+export function assemble(parts: readonly TablePart[]): string[] {
+  const byFamily = new Map<IpFamily, { before: Set<string>; block: string[]; after: string[] }>();
+  // Appended line by line, never spread into a call: a full sync of a large cluster has more lines per table than a
+  // call takes arguments (V8 throws a RangeError somewhere above 100,000).
+  const append = (to: string[], lines: Iterable<string>) => {
+    for (const line of lines) to.push(line);
+  };
   for (const part of parts) {
     let merged = byFamily.get(part.family);
-    if (!merged) byFamily.set(part.family, (merged = { before: [], block: [], after: [] }));
-    merged.before.push(...part.before);
-    merged.block.push(...part.block);
-    merged.after.push(...part.after);
+    if (!merged) byFamily.set(part.family, (merged = { before: new Set(), block: [], after: [] }));
+    for (const line of part.before) merged.before.add(line);
+    append(merged.block, part.block);
+    append(merged.after, part.after);
   }
   const lines: string[] = [];
   for (const [family, { before, block, after }] of byFamily) {
-    lines.push(...new Set(before));
-    if (block.length > 0) lines.push(`table ${tableRef(family)} {`, ...block, '}');
-    lines.push(...after);
+    append(lines, before);
+    if (block.length > 0) {
+      lines.push(`table ${tableRef(family)} {`);
+      append(lines, block);
+      lines.push('}');
+    }
+    append(lines, after);
   }
   return lines;
 }
@@ -516,11 +531,18 @@ interface FamilyScript {
 }
 
 /**
- * Below this many lines, the two tables' transactions go in one nft process. Each nft process reads every chain and
- * set of the namespace before it writes (nft 1.0.6: about 3 µs an object, both tables' objects); two processes read
- * them twice, on the CPUs the agent needs. Above it, parsing the scripts costs more, and two processes overlap it.
+ * Below this many characters a table's script, the two tables' transactions go in one nft process. Each nft process
+ * reads every chain and set of the namespace before it writes (nft 1.0.6: about 3 µs an object, both tables'
+ * objects); two processes read them twice, on the CPUs the agent needs. Above it, parsing the scripts costs more, and
+ * two processes overlap it. Counted in characters, not lines: one line may hold 500 set elements.
  */
-const COMBINE_BELOW_LINES = 2_000;
+const COMBINE_BELOW_CHARACTERS = 64 * 1024;
+
+function scriptSize(lines: readonly string[]): number {
+  let size = 0;
+  for (const line of lines) size += line.length + 1;
+  return size;
+}
 
 interface Unit {
   readonly policy: string;
@@ -620,11 +642,11 @@ function sameSet(known: KnownSet | undefined, wanted: SetRender, family: IpFamil
 }
 
 /** The lines that make a set hold exactly `wanted`: element adds and deletes, or a refill for an interval set. */
-function setScript(table: string, wanted: SetRender, known: KnownSet | undefined): string[] {
+function setScript(table: string, wanted: SetRender, known: KnownSet): string[] {
   // A set of another type under our name is declared again as we want it: the kernel refuses, and the policy fails.
   const lines = [setDeclaration(table, wanted)];
-  const sameShape = known && known.type === wanted.type && known.map === wanted.map && known.interval === (wanted.kind === 'interval');
-  if (!known || !sameShape) {
+  const sameShape = known.type === wanted.type && known.map === wanted.map && known.interval === (wanted.kind === 'interval');
+  if (!sameShape) {
     lines.push(...elementLines('add', table, wanted.name, wanted.elements));
     return lines;
   }

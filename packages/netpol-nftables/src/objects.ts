@@ -64,7 +64,7 @@ function hookDeclaration(hook: NonNullable<ChainRender['hook']>): string {
 }
 
 /**
- * A chain with its rules, inside a table block (see TableScript). Added to a chain that exists, the rules are
+ * A chain with its rules, inside a table block (see TablePart in kernel.ts). Added to a chain that exists, the rules are
  * appended: a chain the kernel holds is flushed before the block.
  */
 export function chainBlock(chainRender: ChainRender): string[] {
@@ -76,31 +76,32 @@ export function chainBlock(chainRender: ChainRender): string[] {
   ];
 }
 
+/** `type …; flags …;` of a set or verdict map. */
+function setSpec(set: SetRender): string {
+  const flags = set.kind === 'interval' ? ' flags interval;' : '';
+  return `${set.map ? `type ${set.type} : ${set.map};` : `type ${set.type};`}${flags}`;
+}
+
+/** Elements a few hundred to a line, so that no line grows without bound. */
+function elementGroups(elements: readonly string[]): string[] {
+  const groups: string[] = [];
+  for (let start = 0; start < elements.length; start += 500) groups.push(elements.slice(start, start + 500).join(', '));
+  return groups;
+}
+
 /** A new set or verdict map with its elements, inside a table block; a few hundred elements per line. */
 export function setBlock(set: SetRender): string[] {
-  const flags = set.kind === 'interval' ? ' flags interval;' : '';
-  const type = set.map ? `type ${set.type} : ${set.map};` : `type ${set.type};`;
-  const lines = [`${set.map ? 'map' : 'set'} ${set.name} { ${type}${flags}`];
-  if (set.elements.length > 0) {
-    const groups: string[] = [];
-    for (let start = 0; start < set.elements.length; start += 500) groups.push(set.elements.slice(start, start + 500).join(', '));
-    lines.push(`elements = { ${groups.join(',\n')} }`);
-  }
+  const lines = [`${set.map ? 'map' : 'set'} ${set.name} { ${setSpec(set)}`];
+  if (set.elements.length > 0) lines.push(`elements = { ${elementGroups(set.elements).join(',\n')} }`);
   lines.push('}');
   return lines;
 }
 
 export function setDeclaration(table: string, set: SetRender): string {
-  const flags = set.kind === 'interval' ? ' flags interval;' : '';
-  const type = set.map ? `type ${set.type} : ${set.map};` : `type ${set.type};`;
-  return `add ${set.map ? 'map' : 'set'} ${table} ${set.name} { ${type}${flags} }`;
+  return `add ${set.map ? 'map' : 'set'} ${table} ${set.name} { ${setSpec(set)} }`;
 }
 
-/** `add element` / `delete element` lines, a few hundred elements each so that no line grows without bound. */
+/** `add element` / `delete element` lines, a few hundred elements each. */
 export function elementLines(verb: 'add' | 'delete', table: string, name: string, elements: readonly string[]): string[] {
-  const lines: string[] = [];
-  for (let start = 0; start < elements.length; start += 500) {
-    lines.push(`${verb} element ${table} ${name} { ${elements.slice(start, start + 500).join(', ')} }`);
-  }
-  return lines;
+  return elementGroups(elements).map((group) => `${verb} element ${table} ${name} { ${group} }`);
 }
