@@ -84,10 +84,13 @@ const LARGE_INPUT_BYTES = 64 * 1024;
  */
 function largeInputFile(input: string): number | undefined {
   // A UTF-16 unit is at most three bytes of UTF-8: most inputs are known small without counting.
-  if (input.length * 3 < LARGE_INPUT_BYTES || Buffer.byteLength(input) < LARGE_INPUT_BYTES) return undefined;
+  if (input.length * 3 < LARGE_INPUT_BYTES) return undefined;
+  // Encoded once, to be measured and written.
+  const bytes = Buffer.from(input);
+  if (bytes.length < LARGE_INPUT_BYTES) return undefined;
   const path = join(tmpdir(), `kube-router-input-${process.pid}-${randomUUID()}`);
   try {
-    writeFileSync(path, input, { mode: 0o600, flag: 'wx' });
+    writeFileSync(path, bytes, { mode: 0o600, flag: 'wx' });
     return openSync(path, 'r');
   } catch {
     return undefined;

@@ -26,7 +26,8 @@ export class Mutex {
  * Tool families whose kernel state must not be changed by two of our commands at once. xtables covers iptables and
  * ip6tables (legacy and nft backends share the xtables lock file and restores of one table must not interleave);
  * ipset restores swap sets by name; nft and ip batches are atomic in the kernel but are serialised anyway so that
- * one agent's transactions apply in the order they were issued.
+ * one agent's transactions apply in the order they were issued (an Nft that writes only its own tables may take their
+ * `nftTableLock`s instead, below).
  */
 export type ToolFamily = 'xtables' | 'ipset' | 'nft' | 'iproute2';
 

@@ -1,7 +1,8 @@
 import { blamedInputLine } from './blamed-line.js';
 import { CommandError } from './command.js';
 import type { CommandResult, CommandRunner } from './command.js';
-import { Mutex, toolLocks } from './mutex.js';
+import { toolLocks } from './mutex.js';
+import type { Mutex } from './mutex.js';
 import { parseNftJson } from './nft-json.js';
 import type { NftRuleset } from './nft-json.js';
 
@@ -30,7 +31,9 @@ export class Nft {
     this.netns = options.netns;
     this.#timeoutMs = options.timeoutMs ?? 60_000;
     const lock = options.lock ?? toolLocks.nft;
-    this.#locks = lock instanceof Mutex ? [lock] : [...lock];
+    // By shape, not class: a second copy of this package in a consumer's tree makes other Mutex classes.
+    this.#locks = isLockList(lock) ? [...lock] : [lock];
+    if (this.#locks.length === 0) throw new Error('Nft: lock must name at least one mutex (none would serialise nothing)');
     this.#command = options.command ?? 'nft';
   }
 
@@ -69,4 +72,8 @@ export class Nft {
 function holdingAll<T>(locks: readonly Mutex[], task: () => Promise<T>): Promise<T> {
   const [first, ...rest] = locks;
   return first ? first.runExclusive(() => holdingAll(rest, task)) : task();
+}
+
+function isLockList(lock: Mutex | readonly Mutex[]): lock is readonly Mutex[] {
+  return Array.isArray(lock);
 }

@@ -84,6 +84,10 @@ describe('tool runners with a recording runner', () => {
     ]);
   });
 
+  it('an Nft refuses an empty list of locks, which would serialise nothing', () => {
+    expect(() => new Nft({ runner: new RecordingRunner(), lock: [] })).toThrow(/at least one mutex/);
+  });
+
   it('an Nft given several locks holds them all: it waits for each table, and one-table Nfts still run side by side', async () => {
     const events: string[] = [];
     const runner = new RecordingRunner().on('nft -f', async (spec) => {
