@@ -1,7 +1,7 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { IpFamily } from '@kube-router/netpol';
 import { CommandError } from '@kube-router/netfilter';
-import type { NftRuleset , Nft } from '@kube-router/netfilter';
+import type { Nft, NftRuleset } from '@kube-router/netfilter';
 import type { Logger } from 'pino';
 import { canonicalIntervals } from './interval.js';
 import { TABLES, isOwnChain, isOwnSet, isPodChain } from './names.js';
