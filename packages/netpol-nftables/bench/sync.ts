@@ -29,9 +29,7 @@ import type { CommandResult, CommandRunner, CommandSpec } from '@kube-router/net
 import { reportBench } from '@kube-router/testkit/bench';
 import {
   BENCH_PROBE_LABEL,
-  BENCH_PROBE_RULE,
   NETPOL_BENCH_CLUSTER,
-  benchFirstRule,
   benchLabelChange,
   benchPolicy,
   benchProbeAnchor,
@@ -41,8 +39,6 @@ import {
   percentile,
   seedNetpolBenchCluster,
 } from '@kube-router/testkit/netpol-conformance';
-import { ruleSetKey } from '@kube-router/netpol';
-import { ruleSetName } from '../src/names.js';
 import { startTestEnforcer } from '../src/testing/enforcer.js';
 import type { TestEnforcer } from '../src/testing/enforcer.js';
 
@@ -77,7 +73,7 @@ async function inNetns(netns: string, command: string, args: string[], input?: s
  */
 class CommitWatcher implements CommandRunner {
   readonly #inner = new ExecRunner();
-  #waiters: { line: string; resolve: () => void }[] = [];
+  #waiters: { line: RegExp; resolve: () => void }[] = [];
   /** Every script the agent applied, in the order they committed. */
   readonly scripts: string[] = [];
 
@@ -86,14 +82,14 @@ class CommitWatcher implements CommandRunner {
     if (spec.command === 'nft' && spec.input !== undefined) {
       const input = spec.input;
       this.scripts.push(input);
-      const done = this.#waiters.filter((waiter) => input.includes(waiter.line));
+      const done = this.#waiters.filter((waiter) => waiter.line.test(input));
       this.#waiters = this.#waiters.filter((waiter) => !done.includes(waiter));
       for (const waiter of done) waiter.resolve();
     }
     return result;
   }
 
-  committed(line: string, timeoutMs = 30_000): Promise<void> {
+  committed(line: RegExp, timeoutMs = 30_000): Promise<void> {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`not committed within ${timeoutMs} ms: ${line}`)), timeoutMs);
       this.#waiters.push({ line, resolve: () => (clearTimeout(timer), resolve()) });
@@ -112,27 +108,32 @@ interface EventSamples {
   app: number[];
 }
 
+/**
+ * The element change that enforces a pod's move in or out of a peer selection. Peer sets are named by their
+ * selectors, not by policy: the pod's address going into or out of any peer set of the IPv4 table is the change.
+ */
+function elementChange(verb: 'add' | 'delete', ip: string): RegExp {
+  return new RegExp(`^${verb} element ip kube-router-filter-ipv4 KUBE-SRC-[0-9A-F]{16} \\{ ${ip.replaceAll('.', '\\.')} \\}$`, 'm');
+}
+
 /** One round of each kind of event, from the API write to the commit of the nft transaction that enforces it. */
 async function eventToEnforced(api: ApiServerProcess, watcher: CommitWatcher, policyCount: number, index: number): Promise<{ probe: number; app: number }> {
-  const probeSet = ruleSetName('ns-0/probe', 'ingress', ruleSetKey(BENCH_PROBE_RULE), 'pods', 'ipv4');
-  const measure = async (pod: { namespace: string; pod: string }, joined: Record<string, string>, left: Record<string, string>, element: string) => {
-    const committed = watcher.committed(`add element ${element}`);
+  const measure = async (pod: { namespace: string; pod: string; ip: string }, joined: Record<string, string>, left: Record<string, string>) => {
+    const committed = watcher.committed(elementChange('add', pod.ip));
     const started = performance.now();
     api.labelPod(pod.namespace, pod.pod, joined).catch((error: unknown) => console.error(error));
     await committed;
     const elapsed = performance.now() - started;
-    const restored = watcher.committed(`delete element ${element}`);
+    const restored = watcher.committed(elementChange('delete', pod.ip));
     api.labelPod(pod.namespace, pod.pod, left).catch((error: unknown) => console.error(error));
     await restored;
     // Past the minimum sync interval, so that every sample starts from an idle loop.
     await new Promise((resolve) => setTimeout(resolve, 100));
     return elapsed;
   };
-  const probe = benchProbeChange(index);
-  const probeMs = await measure(probe, { [BENCH_PROBE_LABEL]: 'in' }, { [BENCH_PROBE_LABEL]: 'out' }, `ip kube-router-filter-ipv4 ${probeSet} { ${probe.ip} }`);
+  const probeMs = await measure(benchProbeChange(index), { [BENCH_PROBE_LABEL]: 'in' }, { [BENCH_PROBE_LABEL]: 'out' });
   const change = benchLabelChange(index % LABEL_SCENARIOS, policyCount);
-  const set = ruleSetName(`${change.namespace}/policy-${change.k}`, 'ingress', ruleSetKey(benchFirstRule(change.k)), 'pods', 'ipv4');
-  const appMs = await measure(change, { app: change.joined }, { app: change.own }, `ip kube-router-filter-ipv4 ${set} { ${change.ip} }`);
+  const appMs = await measure(change, { app: change.joined }, { app: change.own });
   return { probe: probeMs, app: appMs };
 }
 

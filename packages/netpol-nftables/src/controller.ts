@@ -109,7 +109,7 @@ export function createNetpolNftablesController(
       const { found, error } = await leftovers;
       if (error !== undefined) {
         failures.add('iptables-leftovers', error);
-      } else if (found && result.nodeFailure === undefined) {
+      } else if (found && result.nodeFailure === undefined && result.writeFailure === undefined) {
         try {
           const removed = await found.remove();
           leftoversRemoved = true;
@@ -125,6 +125,7 @@ export function createNetpolNftablesController(
     reportRefusedPolicies(result.failedPolicies, failures, failedClosed, warnings);
     warnings.end();
     if (result.nodeFailure !== undefined) failures.add('dispatch', result.nodeFailure);
+    if (result.writeFailure !== undefined) failures.add('nftables', result.writeFailure);
     for (const [object, error] of result.staleFailures) failures.add(`stale/${object}`, error);
 
     const counts = applier.counts();

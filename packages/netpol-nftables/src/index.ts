@@ -18,6 +18,5 @@ export { ipBlockElements } from './interval.js';
 export { removeIptablesLeftovers } from './iptables-leftovers.js';
 export type { IptablesLeftoversOptions } from './iptables-leftovers.js';
 export { NetpolNftablesMetrics } from './metrics.js';
-export { ACCEPT_MARK, EGRESS_MAP, INGRESS_MAP, LOCAL_PODS_SET, POLICY_MARK, TABLES, TOP_CHAINS, ruleSetName } from './names.js';
+export { ACCEPT_MARK, EGRESS_MAP, INGRESS_MAP, LOCAL_PODS_SET, POLICY_MARK, TABLES, TOP_CHAINS, ipBlockSetName, namedPortsSetName, peerPodsSetName } from './names.js';
 export { COMMON_CHAIN, DEFAULT_CHAIN, NFLOG_GROUP, TAIL_CHAIN, podChainName, policyChainName, ruleSetKey } from '@kube-router/netpol';
-export type { RuleSetRole } from './names.js';

@@ -35,4 +35,12 @@ describe('canonicalIntervals', () => {
       canonicalIntervals(ipBlockElements([{ cidr: '10.0.0.0/24', except: ['10.0.0.5/32'] }], 'ipv4'), 'ipv4'),
     );
   });
+
+  it('keeps the rest of a concatenated element and merges only ranges with the same rest', () => {
+    // As `nft -j` lists an `ipv4_addr . inet_proto` interval set.
+    expect(canonicalIntervals(['10.0.1.0/24 . 0-255', '10.0.0.0-10.0.0.255 . 0-255', '10.0.2.0/24 . 6'], 'ipv4')).toEqual([
+      '10.0.0.0-10.0.1.255 . 0-255',
+      '10.0.2.0-10.0.2.255 . 6',
+    ]);
+  });
 });

@@ -74,13 +74,25 @@ export function ipBlockElements(blocks: readonly IpBlock[], family: IpFamily): s
 
 /**
  * Elements of an interval set in one canonical form (merged `a-b` ranges), whatever notation nft lists them in
- * (prefixes, ranges, single addresses), so that a set read back compares equal to the one we rendered.
+ * (prefixes, ranges, single addresses), so that a set read back compares equal to the one we rendered. An element of
+ * a concatenation (`<address range> . <rest>`) keeps its rest; ranges merge only with ranges of the same rest.
  */
 export function canonicalIntervals(elements: readonly string[], family: IpFamily): string[] {
-  const intervals = elements.map((element): Interval => {
-    if (element.includes('/')) return cidrInterval(element, family);
-    const [first = '', last = first] = element.split('-');
-    return [toBigInt(ipaddr.parse(first.trim())), toBigInt(ipaddr.parse(last.trim()))];
-  });
-  return merge(intervals).map(([start, end]) => `${fromBigInt(start, family)}-${fromBigInt(end, family)}`);
+  const byRest = new Map<string, Interval[]>();
+  for (const element of elements) {
+    const at = element.indexOf(' . ');
+    const address = at < 0 ? element : element.slice(0, at);
+    const rest = at < 0 ? '' : element.slice(at);
+    let intervals = byRest.get(rest);
+    if (!intervals) byRest.set(rest, (intervals = []));
+    if (address.includes('/')) {
+      intervals.push(cidrInterval(address, family));
+    } else {
+      const [first = '', last = first] = address.split('-');
+      intervals.push([toBigInt(ipaddr.parse(first.trim())), toBigInt(ipaddr.parse(last.trim()))]);
+    }
+  }
+  return [...byRest].flatMap(([rest, intervals]) =>
+    merge(intervals).map(([start, end]) => `${fromBigInt(start, family)}-${fromBigInt(end, family)}${rest}`),
+  );
 }

@@ -9,7 +9,7 @@ import { renderPolicy } from './render-policy.js';
 import { compileNetworkPolicies } from '@kube-router/netpol';
 import type { IpFamily, NetworkPolicyLike } from '@kube-router/netpol';
 import type { CommandResult, CommandRunner, CommandSpec } from '@kube-router/netfilter';
-import { fixturePolicy as policy, smallClusterInput } from '@kube-router/testkit/netpol-conformance';
+import { fixturePod, fixturePolicy as policy, smallClusterInput } from '@kube-router/testkit/netpol-conformance';
 import type { FixturePod } from '@kube-router/testkit/netpol-conformance';
 
 const smallCluster = (policies: readonly NetworkPolicyLike[], extraPods: readonly FixturePod[] = []) =>
@@ -30,8 +30,9 @@ const NODE_OPTIONS = {
 function desiredFor(
   policies: Parameters<typeof smallCluster>[0],
   families: readonly IpFamily[] = ['ipv4'],
+  extraPods: readonly FixturePod[] = [],
 ): DesiredState & { failedSeen: Set<string>[] } {
-  const model = smallCluster(policies);
+  const model = smallCluster(policies, extraPods);
   const failedSeen: Set<string>[] = [];
   return {
     policies: model.policies.map((compiled) => renderPolicy(compiled, families)),
@@ -87,6 +88,14 @@ const aFromAllClients = policy('web/a', {
   podSelector: { matchLabels: { app: 'server' } },
   ingress: [{ from: [{ namespaceSelector: {}, podSelector: { matchLabels: { app: 'client' } } }] }],
 });
+
+/** A runner whose nft refuses every transaction that writes the chain, as the kernel refuses a rule (ENFILE). */
+function refusingChain(chain: string): RecordingRunner {
+  return new RecordingRunner().on(
+    (spec) => (spec.args ?? []).includes('-f') && (spec.input ?? '').includes(`chain ${chain} {`),
+    { exitCode: 1, stderr: 'Error: Could not process rule: Too many open files in system' },
+  );
+}
 
 const transactions = (runner: RecordingRunner) => runner.invocations.filter((i) => i.args.includes('-f')).map((i) => i.input ?? '');
 
@@ -151,12 +160,15 @@ describe('KernelApplier (nftables)', () => {
     const kernel = applier(runner);
     await kernel.apply(desiredFor([aFromAllClients]));
     runner.invocations.length = 0;
-    await kernel.apply(desiredFor([aFromClient]));
+    // Another client in the web namespace: one more member of the set the rule's selectors name.
+    await kernel.apply(desiredFor([aFromAllClients], ['ipv4'], [fixturePod('web/client-2', ['10.0.0.9'], { app: 'client' }, { node: 'node-b' })]));
     const [script] = transactions(runner);
-    // The set is named by the rule's position and ports, not its peers: other peers are other members of it.
-    expect(script).toMatch(/^delete element ip kube-router-filter-ipv4 KUBE-SRC-[0-9A-F]{16} \{ 10\.0\.1\.3 \}$/m);
+    expect(script).toMatch(/^add element ip kube-router-filter-ipv4 KUBE-SRC-[0-9A-F]{16} \{ 10\.0\.0\.9 \}$/m);
     expect(script).not.toContain('flush chain');
     expect(transactions(runner)).toHaveLength(1);
+    runner.invocations.length = 0;
+    await kernel.apply(desiredFor([aFromAllClients]));
+    expect(transactions(runner)[0]).toMatch(/^delete element ip kube-router-filter-ipv4 KUBE-SRC-[0-9A-F]{16} \{ 10\.0\.0\.9 \}$/m);
   });
 
   it('adds a chain the kernel does not hold without flushing it, and flushes a chain it replaces', async () => {
@@ -190,10 +202,7 @@ describe('KernelApplier (nftables)', () => {
 
   it('halves a refused transaction until the refused policy is alone, fails its pods closed and programs the rest', async () => {
     const refused = policyChainName('web/b', 'ingress', 'ipv4');
-    const runner = new RecordingRunner().on(
-      (spec) => (spec.args ?? []).includes('-f') && (spec.input ?? '').includes(`chain ${refused} {`),
-      { exitCode: 1, stderr: 'Error: Could not process rule: Too many open files in system' },
-    );
+    const runner = refusingChain(refused);
     const kernel = applier(runner);
     const desired = desiredFor([a, b]);
     const result = await kernel.apply(desired);
@@ -207,6 +216,62 @@ describe('KernelApplier (nftables)', () => {
     expect(written[3]).toContain(policyChainName('web/a', 'ingress', 'ipv4'));
     expect(written[5]).toContain(podChainName('web/client', 'ingress', 'ipv4'));
     expect(written[5]).not.toContain(`jump ${refused}`);
+  });
+
+  it('gives rules with the same selectors one set: declared once, changed once, deleted with the last policy using it', async () => {
+    const runner = new RecordingRunner();
+    const kernel = applier(runner);
+    // a and b both allow every pod of their namespace.
+    await kernel.apply(desiredFor([a, b]));
+    const [first] = transactions(runner);
+    const declared = [...(first ?? '').matchAll(/^set (KUBE-SRC-[0-9A-F]{16}) \{/gm)].map((match) => match[1]);
+    expect(declared).toHaveLength(1);
+    const shared = declared[0] as string;
+    expect(first?.split(`ip saddr @${shared} `)).toHaveLength(3);
+
+    runner.invocations.length = 0;
+    await kernel.apply(desiredFor([a, b], ['ipv4'], [fixturePod('web/client-2', ['10.0.0.9'], { app: 'client' }, { node: 'node-b' })]));
+    const [change] = transactions(runner);
+    expect(change?.match(/^add element .*\{ 10\.0\.0\.9 \}$/gm)).toEqual([`add element ip kube-router-filter-ipv4 ${shared} { 10.0.0.9 }`]);
+
+    runner.invocations.length = 0;
+    await kernel.apply(desiredFor([a]));
+    const afterB = transactions(runner).join('\n');
+    expect(afterB).toContain(`delete chain ip kube-router-filter-ipv4 ${policyChainName('web/b', 'ingress', 'ipv4')}`);
+    expect(afterB).not.toContain('delete set');
+
+    runner.invocations.length = 0;
+    await kernel.apply(desiredFor([]));
+    expect(transactions(runner).join('\n')).toContain(`delete set ip kube-router-filter-ipv4 ${shared}`);
+  });
+
+  it('writes a shared set with another policy when the one that carried it is refused', async () => {
+    const refused = policyChainName('web/a', 'ingress', 'ipv4');
+    const runner = refusingChain(refused);
+    const kernel = applier(runner);
+    const result = await kernel.apply(desiredFor([a, b]));
+    expect([...result.failedPolicies.keys()]).toEqual(['web/a']);
+    const bAlone = transactions(runner).find((script) => script.includes(`chain ${policyChainName('web/b', 'ingress', 'ipv4')} {`) && !script.includes(refused));
+    // b's chain names the set a's transaction would have made: b's own transaction makes it.
+    expect(bAlone).toMatch(/^set KUBE-SRC-[0-9A-F]{16} \{ type ipv4_addr;$/m);
+  });
+
+  it('stops writing when a transaction fails without nft refusing it: no policy is called refused, the next sync reads back', async () => {
+    let timeOut = true;
+    const runner = new RecordingRunner().on((spec) => timeOut && (spec.args ?? []).includes('-f'), { timedOut: true });
+    const kernel = applier(runner);
+    const result = await kernel.apply(desiredFor([a, b]));
+    expect(result.writeFailure).toMatchObject({ timedOut: true });
+    expect(result.failedPolicies.size).toBe(0);
+    // One transaction, not the step-by-step search for a refused policy that a timeout cannot point at.
+    expect(transactions(runner)).toHaveLength(1);
+
+    timeOut = false;
+    runner.invocations.length = 0;
+    const next = await kernel.apply(desiredFor([a, b]));
+    expect(next.writeFailure).toBeUndefined();
+    expect(runner.invocations[0]?.args).toContain('list');
+    expect(transactions(runner)[0]).toContain(`chain ${policyChainName('web/b', 'ingress', 'ipv4')} {`);
   });
 
   it('writes a small change of both tables in one transaction, and large ones table by table at once', async () => {
@@ -240,10 +305,7 @@ describe('KernelApplier (nftables)', () => {
 
   it('fails closed in both families a policy that the kernel refused in one, and keeps the other family\'s transaction', async () => {
     const refused = policyChainName('web/b', 'ingress', 'ipv4');
-    const runner = new RecordingRunner().on(
-      (spec) => (spec.args ?? []).includes('-f') && (spec.input ?? '').includes(`chain ${refused} {`),
-      { exitCode: 1, stderr: 'Error: Could not process rule: Too many open files in system' },
-    );
+    const runner = refusingChain(refused);
     const desired = desiredFor([a, b], ['ipv4', 'ipv6']);
     const result = await dualStackApplier(runner).apply(desired);
     expect([...result.failedPolicies.keys()]).toEqual(['web/b']);

@@ -22,6 +22,12 @@ export interface ApplyResult {
   readonly failedPolicies: ReadonlyMap<string, unknown>;
   /** The dispatch transaction (pod chains, maps, base chains) failed: nothing of it changed. */
   readonly nodeFailure?: unknown;
+  /**
+   * A transaction failed without nft refusing it (it timed out, the runner stopped, nft could not be run): nothing
+   * tells which policy is at fault, so none is reported refused and the sync stopped writing. What did not commit
+   * is written on the next sync, after the tables are read back.
+   */
+  readonly writeFailure?: unknown;
   /** Stale chains or sets the kernel would not delete, by `<family>/<name>`; retried next sync. */
   readonly staleFailures: ReadonlyMap<string, unknown>;
   readonly transactions: number;
@@ -92,6 +98,8 @@ export class KernelApplier {
   #inKernel = new Map<string, PolicyFamilyRender>();
   /** What the last stale-object sweep saw wanted; undefined after a read-back, when everything is a candidate. */
   #swept: WantedObjects | undefined;
+  /** `<family>\0<set name>` of every set a transaction of the running apply() wrote. */
+  #setsWritten = new Set<string>();
   #fresh = false;
 
   constructor(options: KernelApplierOptions) {
@@ -140,6 +148,7 @@ export class KernelApplier {
     if (!this.#fresh) await this.refresh();
     const failed = new Map<string, unknown>();
     const counters = { transactions: 0, chainsWritten: 0, setsWritten: 0, deleted: 0 };
+    this.#setsWritten = new Set();
     const slice = timeSlicer(progress);
     const { families } = this.#options;
 
@@ -148,6 +157,7 @@ export class KernelApplier {
     // next one's script is built, and with an Nft per family the two nft processes overlap as well. Small scripts
     // (an event's element change) are the exception: every nft process first reads every chain and set of the
     // namespace, both tables', which then costs more than the script itself, so they go together in one process.
+    let writeFailure: unknown;
     const send = (scripts: readonly FamilyScript[]): { scripts: readonly FamilyScript[]; outcome: Promise<boolean> } => {
       const lines = scripts.flatMap((script) => script.lines);
       const sent = scripts.map((script) => script.family);
@@ -160,6 +170,11 @@ export class KernelApplier {
           return true;
         },
         (error: unknown) => {
+          if (!isRefusal(error)) {
+            // Not the script's fault: writing it in steps would find no culprit. The sync stops writing below.
+            writeFailure ??= error;
+            return true;
+          }
           this.#options.logger.debug({ err: error, families: sent }, 'the sync transaction was refused; writing it in steps to find what failed');
           return false;
         },
@@ -193,6 +208,12 @@ export class KernelApplier {
       for (const retry of retries) if (!(await retry.outcome)) refused.push(retry.scripts[0]!.family);
     }
 
+    const stopped = (error: unknown): ApplyResult => {
+      this.#fresh = false;
+      return { failedPolicies: new Map(), writeFailure: error, staleFailures: new Map(), ...counters };
+    };
+    if (writeFailure !== undefined) return stopped(writeFailure);
+
     let nodeFailure: unknown;
     let nodes = this.#nodes(desired, new Set(), families);
     if (refused.length > 0) {
@@ -204,13 +225,19 @@ export class KernelApplier {
           await this.#transaction(assemble(foundation.parts), counters);
           for (const write of foundation.writes) this.#wrote(write.family, write.chains, write.sets, counters);
         } catch (error) {
+          if (!isRefusal(error)) return stopped(error);
           // Then nothing else can be written: the policies fail with their own errors, the dispatch with this.
           this.#options.logger.warn({ err: error }, 'could not write the shared chains');
           this.#fresh = false;
         }
       }
       // 1. Policies, halving refused batches until the refused units are alone.
-      await this.#applyUnits(await this.#policyUnits(desired, slice, refused), failed, counters);
+      try {
+        await this.#applyUnits(await this.#policyUnits(desired, slice, refused), failed, counters);
+      } catch (error) {
+        if (error instanceof NotRefused) return stopped(error.cause);
+        throw error;
+      }
       progress();
       // 2. The dispatch with the refused policies' targets failed closed, in every family: a policy the kernel refused
       //    in one family fails its pods closed in both, as the families of one policy stand or fall together.
@@ -256,6 +283,10 @@ export class KernelApplier {
   /** Each (policy, family) whose chains or sets differ from the kernel's, with the table part that makes them equal. */
   async #policyUnits(desired: DesiredState, slice: () => Promise<void> | undefined, families: readonly IpFamily[]): Promise<Unit[]> {
     const units: Unit[] = [];
+    // A set that several policies share has the same elements in each of their renders: compared once per family,
+    // and written by the first unit that has it (see #unitParts for the fallback's steps).
+    const differs = new Map(families.map((family) => [family, new Map<string, boolean>()] as const));
+    const claimed = new Set<string>();
     for (const policy of desired.policies) {
       for (const family of families) {
         const render = policy.families[family];
@@ -263,13 +294,20 @@ export class KernelApplier {
         const key = `${policy.id}\0${family}`;
         if (this.#inKernel.get(key) === render) continue;
         const state = this.#family(family);
+        const compared = differs.get(family) as Map<string, boolean>;
         const chains = render.chains.filter((candidate) => !sameChain(state.chains.get(candidate.name), candidate));
-        const sets = render.sets.filter((candidate) => !sameSet(state.sets.get(candidate.name), candidate, family));
+        const sets = render.sets.filter((candidate) => {
+          let differing = compared.get(candidate.name);
+          if (differing === undefined) compared.set(candidate.name, (differing = !sameSet(state.sets.get(candidate.name), candidate, family)));
+          return differing;
+        });
         if (chains.length === 0 && sets.length === 0) {
           this.#inKernel.set(key, render);
           continue;
         }
-        units.push({ policy: policy.id, family, render, chains, sets, part: this.#unitScript(family, chains, sets) });
+        const unclaimed = sets.filter((set) => !claimed.has(`${family}\0${set.name}`));
+        for (const set of unclaimed) claimed.add(`${family}\0${set.name}`);
+        units.push({ policy: policy.id, family, render, chains, sets, part: this.#unitScript(family, chains, unclaimed) });
       }
       const due = slice();
       if (due) await due;
@@ -302,12 +340,13 @@ export class KernelApplier {
   async #applyUnits(units: readonly Unit[], failed: Map<string, unknown>, counters: Counters): Promise<void> {
     if (units.length === 0) return;
     try {
-      await this.#transaction(assemble(units.map((unit) => unit.part)), counters);
+      await this.#transaction(assemble(this.#unitParts(units)), counters);
       for (const unit of units) {
         this.#wrote(unit.family, unit.chains, unit.sets, counters);
         this.#inKernel.set(`${unit.policy}\0${unit.family}`, unit.render);
       }
     } catch (error) {
+      if (!isRefusal(error)) throw new NotRefused(error);
       if (units.length === 1) {
         const unit = units[0] as Unit;
         this.#options.logger.warn({ err: error, policy: unit.policy, family: unit.family }, 'the kernel refused a policy');
@@ -319,6 +358,27 @@ export class KernelApplier {
       await this.#applyUnits(units.slice(0, middle), failed, counters);
       await this.#applyUnits(units.slice(middle), failed, counters);
     }
+  }
+
+  /**
+   * The units' table parts for a step of the fallback, against what the kernel holds now. A set that several
+   * policies share (it is named by its selectors or its ipBlocks, not by a rule) goes into the transaction once, with
+   * the first unit that needs it, whether or not that unit carried it in the first transaction; and not at all when a
+   * step before has made it as wanted already: its element changes were worked out before, and deleting an element
+   * twice would be refused.
+   */
+  #unitParts(units: readonly Unit[]): TablePart[] {
+    const claimed = new Set<string>();
+    return units.map((unit) => {
+      const state = this.#family(unit.family);
+      const sets = unit.sets.filter((set) => {
+        const key = `${unit.family}\0${set.name}`;
+        if (claimed.has(key)) return false;
+        claimed.add(key);
+        return !this.#setsWritten.has(key) || !sameSet(state.sets.get(set.name), set, unit.family);
+      });
+      return this.#unitScript(unit.family, unit.chains, sets);
+    });
   }
 
   /**
@@ -347,7 +407,10 @@ export class KernelApplier {
     const state = this.#family(family);
     state.tableExists = true;
     for (const written of chains) state.chains.set(written.name, { digest: written.digest, ruleCount: written.rules.length });
-    for (const set of sets) state.sets.set(set.name, knownSetOf(set, family));
+    for (const set of sets) {
+      state.sets.set(set.name, knownSetOf(set, family));
+      this.#setsWritten.add(`${family}\0${set.name}`);
+    }
     counters.chainsWritten += chains.length;
     counters.setsWritten += sets.length;
   }
@@ -368,8 +431,8 @@ export class KernelApplier {
         wantedChains.has(name) || wantedSets.has(name) || (policy?.[kind].some((object) => object.name === name) ?? false);
       // After a read-back, everything of ours in the kernel is a candidate; after that, only what the policies that
       // changed or went and the node's own objects no longer name: an event's sync does not walk every policy's sets.
-      let chainCandidates: Iterable<string>;
-      let setCandidates: Iterable<string>;
+      let chainCandidates: string[];
+      let setCandidates: string[];
       if (!last) {
         const policyChains = new Set(desired.policies.flatMap((p) => (p.families[family]?.chains ?? []).map((c) => c.name)));
         const policySets = new Set(desired.policies.flatMap((p) => (p.families[family]?.sets ?? []).map((set) => set.name)));
@@ -391,6 +454,11 @@ export class KernelApplier {
         }
         chainCandidates = [...chains].filter((name) => state.chains.has(name));
         setCandidates = [...sets].filter((name) => state.sets.has(name));
+        // Sets are shared between policies: one that a policy no longer names may still be another one's.
+        if (setCandidates.length > 0) {
+          const inUse = new Set(desired.policies.flatMap((p) => (p.families[family]?.sets ?? []).map((set) => set.name)));
+          setCandidates = setCandidates.filter((name) => !inUse.has(name));
+        }
       }
       const staleChains = [...chainCandidates].filter(isOwnChain);
       staleChains.sort((a, b) => Number(isPodChain(b)) - Number(isPodChain(a)));
@@ -457,6 +525,29 @@ export class KernelApplier {
     let state = this.#state.get(family);
     if (!state) this.#state.set(family, (state = { tableExists: false, chains: new Map(), sets: new Map() }));
     return state;
+  }
+}
+
+/**
+ * nft ran and refused the script: the kernel (or nft's own checks) said no, and nothing of it was committed. A
+ * timeout, a stopped runner or an nft that could not be run says nothing about the script.
+ */
+function isRefusal(error: unknown): boolean {
+  return (
+    error instanceof CommandError &&
+    error.exitCode !== null &&
+    error.exitCode !== 0 &&
+    !error.timedOut &&
+    error.signal === null &&
+    error.spawnError === undefined &&
+    error.notRunBecause === undefined
+  );
+}
+
+/** Carries a failure that is not a refusal out of the fallback's halving, which only halves refusals. */
+class NotRefused extends Error {
+  constructor(cause: unknown) {
+    super('a transaction failed without nft refusing it', { cause });
   }
 }
 
@@ -549,7 +640,9 @@ interface Unit {
   readonly family: IpFamily;
   readonly render: PolicyFamilyRender;
   readonly chains: readonly ChainRender[];
+  /** The policy's sets that differed from the kernel's when the unit was made. */
   readonly sets: readonly SetRender[];
+  /** Its table part in a transaction with the units made before it (a shared set only in the first that has it). */
   readonly part: TablePart;
 }
 

@@ -37,16 +37,35 @@ export const POLICY_MARK = 0x10000;
 /** Set by a pod chain that let the packet through; the tail accepts packets carrying it. */
 export const ACCEPT_MARK = 0x20000;
 
-/** What one rule's set holds: peer pods, its ipBlocks (an interval set), or its named ports (address . proto . port). */
-export type RuleSetRole = 'pods' | 'ipblocks' | 'named-ports';
+/**
+ * The set of a rule's peer pods. It is named by what selects them (`RulePeers.podsKey`), not by its rule: every rule of
+ * any policy with the same selectors shares it, so a pod event changes one set however many policies select its
+ * pods alike, and the tables hold a set per distinct selection rather than per rule (each set in the namespace adds
+ * to what every `nft -f` reads before it writes).
+ */
+export function peerPodsSetName(direction: Direction, podsKey: string, family: IpFamily): string {
+  return `${setPrefix(direction)}${stableHash('nft', 'pods', podsKey, direction, family)}`;
+}
 
 /**
- * A set of one rule. `ruleKey` is what the rule matches besides its peers and its position (see ruleSetKey), so that
- * a reordered or rewritten rule never takes over another rule's set while the old chain still pairs it with old ports.
+ * The interval set of a rule's ipBlocks, named by its elements: they change only with the policy, so rules with the
+ * same ipBlocks share it and a changed ipBlock is a new set (the old one goes once nothing refers to it).
  */
-export function ruleSetName(policyId: string, direction: Direction, ruleKey: string, role: RuleSetRole, family: IpFamily): string {
-  const prefix = direction === 'ingress' && role !== 'named-ports' ? SOURCE_SET_PREFIX : DESTINATION_SET_PREFIX;
-  return `${prefix}${stableHash('nft', role, policyId, direction, ruleKey, family)}`;
+export function ipBlockSetName(direction: Direction, elements: readonly string[], family: IpFamily): string {
+  return `${setPrefix(direction)}${stableHash('nft', 'ipblocks', direction, family, ...elements)}`;
+}
+
+/**
+ * The named-port destinations of one rule (address . proto . port). `ruleKey` is what the rule matches besides its
+ * peers and its position (see ruleSetKey), so that a reordered or rewritten rule never takes over another rule's set
+ * while the old chain still pairs it with old ports.
+ */
+export function namedPortsSetName(policyId: string, direction: Direction, ruleKey: string, family: IpFamily): string {
+  return `${DESTINATION_SET_PREFIX}${stableHash('nft', 'named-ports', policyId, direction, ruleKey, family)}`;
+}
+
+function setPrefix(direction: Direction): string {
+  return direction === 'ingress' ? SOURCE_SET_PREFIX : DESTINATION_SET_PREFIX;
 }
 
 const HASHED = '[0-9A-F]{16}';

@@ -1,8 +1,9 @@
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecRunner } from '@kube-router/netfilter';
-import { EGRESS_MAP, INGRESS_MAP, ruleSetName } from './names.js';
-import { podChainName, ruleSetKey } from '@kube-router/netpol';
+import { EGRESS_MAP, INGRESS_MAP, peerPodsSetName } from './names.js';
+import { compileNetworkPolicies, podChainName } from '@kube-router/netpol';
+import type { NamespaceLike, NetworkPolicySpecLike, PodLike } from '@kube-router/netpol';
 import { createNetpolNftablesPlugin } from './plugin.js';
 import type { TestEnforcer } from './testing/enforcer.js';
 import { mismatches } from '@kube-router/testkit/netpol-conformance';
@@ -42,14 +43,23 @@ describe.skipIf(missing !== undefined)(`netpol-nftables against the kernel${miss
   }, 60_000);
 
   it('fails the targets of a policy the kernel refuses closed, enforces the others, counts the failure and stays live', async () => {
-    // The policy's peer set already exists with room for one element: the kernel refuses the second (ENFILE).
-    const key = ruleSetKey({ index: 0, allPorts: true, ports: [], namedPorts: [] });
-    const clash = ruleSetName('web/clash', 'ingress', key, 'pods', 'ipv4');
-    await world.inNode('nft', ['add', 'set', 'ip', 'kube-router-filter-ipv4', clash, '{ type ipv4_addr; size 1; }']);
-    world.policy('web', 'clash', {
+    // The policy's peer set already exists with room for one element: the kernel refuses the second (ENFILE). The
+    // set is named by the rule's selectors, as the agent's compile of the cluster names them.
+    const spec: NetworkPolicySpecLike = {
       podSelector: { matchLabels: { app: 'server' } },
       ingress: [{ from: [{ namespaceSelector: {}, podSelector: { matchLabels: { app: 'client' } } }] }],
+    };
+    const model = compileNetworkPolicies({
+      nodeName: world.lab.nodeName,
+      pods: world.api.list('v1', 'Pod') as PodLike[],
+      namespaces: world.api.list('v1', 'Namespace') as NamespaceLike[],
+      policies: [{ metadata: { namespace: 'web', name: 'clash' }, spec }],
     });
+    const podsKey = model.policies[0]?.ingress.rules[0]?.peers.podsKey;
+    expect(podsKey).toBeTruthy();
+    const clash = peerPodsSetName('ingress', podsKey as string, 'ipv4');
+    await world.inNode('nft', ['add', 'set', 'ip', 'kube-router-filter-ipv4', clash, '{ type ipv4_addr; size 1; }']);
+    world.policy('web', 'clash', spec);
     world.policy('web', 'client-from-server', {
       podSelector: { matchLabels: { app: 'client' } },
       ingress: [{ from: [{ podSelector: { matchLabels: { app: 'server' } } }] }],

@@ -1,6 +1,6 @@
 import type { CompiledPolicy, CompiledRule, Direction, IpFamily, PortRange } from '@kube-router/netpol';
 import { ipBlockElements } from './interval.js';
-import { POLICY_MARK, ruleSetName } from './names.js';
+import { POLICY_MARK, ipBlockSetName, namedPortsSetName, peerPodsSetName } from './names.js';
 import { DEFAULT_CHAIN, policyChainName, ruleSetKey } from '@kube-router/netpol';
 import { chain } from './objects.js';
 import type { ChainRender, NftRuleText, SetRender } from './objects.js';
@@ -21,6 +21,7 @@ const ADDRESS: Record<IpFamily, { keyword: string; type: string }> = {
   ipv4: { keyword: 'ip', type: 'ipv4_addr' },
   ipv6: { keyword: 'ip6', type: 'ipv6_addr' },
 };
+const ANY_PROTOCOL = '0-255';
 const ALLOW = `meta mark set meta mark | 0x${POLICY_MARK.toString(16)} return`;
 
 /**
@@ -64,7 +65,6 @@ function renderRule(
 ): NftRuleText[] {
   const { keyword, type } = ADDRESS[family];
   const remote = direction === 'ingress' ? 'saddr' : 'daddr';
-  const key = ruleSetKey(rule);
 
   const peers: string[] = [];
   if (rule.peers.any) {
@@ -72,15 +72,20 @@ function renderRule(
   } else {
     const pods = rule.peers.pods[family];
     if (pods.length > 0) {
-      const name = ruleSetName(policy.id, direction, key, 'pods', family);
+      const name = peerPodsSetName(direction, rule.peers.podsKey, family);
       sets.push({ name, type, kind: 'hash', elements: pods });
       peers.push(`${keyword} ${remote} @${name}`);
     }
     const blocks = rule.peers.ipBlocks[family];
     if (blocks.length > 0) {
-      const name = ruleSetName(policy.id, direction, key, 'ipblocks', family);
-      sets.push({ name, type, kind: 'interval', elements: ipBlockElements(blocks, family) });
-      peers.push(`${keyword} ${remote} @${name}`);
+      // Address . protocol, every protocol (0-255): only the address narrows it, but before any element command nft
+      // 1.0.6 reads the elements of every interval set of the namespace that is not a concatenation, one netlink
+      // dump a set (60-120 µs each), so a plain interval set per distinct ipBlock would slow every pod event on the
+      // node. A concatenation it leaves alone.
+      const elements = ipBlockElements(blocks, family).map((range) => `${range} . ${ANY_PROTOCOL}`);
+      const name = ipBlockSetName(direction, elements, family);
+      sets.push({ name, type: `${type} . inet_proto`, kind: 'interval', elements });
+      peers.push(`${keyword} ${remote} . meta l4proto @${name}`);
     }
   }
   if (peers.length === 0) return [];
@@ -103,7 +108,7 @@ function renderRule(
     const [ip, protocol, port] = (named[0] as string).split(' . ');
     ports.push(`${keyword} daddr ${ip} meta l4proto ${protocol} th dport ${port}`);
   } else if (named.length > 1) {
-    const name = ruleSetName(policy.id, direction, key, 'named-ports', family);
+    const name = namedPortsSetName(policy.id, direction, ruleSetKey(rule), family);
     sets.push({ name, type: `${type} . inet_proto . inet_service`, kind: 'hash', elements: named });
     ports.push(`${keyword} daddr . meta l4proto . th dport @${name}`);
   }

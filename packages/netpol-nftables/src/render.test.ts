@@ -46,10 +46,38 @@ describe('renderPolicy', () => {
     const v4 = rendered.families.ipv4;
     expect(v4?.sets.map((set) => [set.type, set.kind, set.elements])).toEqual([
       ['ipv4_addr', 'hash', ['10.0.0.3', '10.0.1.3']],
-      ['ipv4_addr', 'interval', ['192.168.0.0-192.168.0.255', '192.168.2.0-192.168.255.255']],
+      ['ipv4_addr . inet_proto', 'interval', ['192.168.0.0-192.168.0.255 . 0-255', '192.168.2.0-192.168.255.255 . 0-255']],
     ]);
     // The ipBlocks are IPv4 only: IPv6 gets the pods, never "any".
     expect(rendered.families.ipv6?.sets.map((set) => set.type)).toEqual(['ipv6_addr']);
+  });
+
+  it('names peer sets by their selectors and ipBlock sets by their ranges, so that policies alike share them', () => {
+    const sameSelection = policy('web/also-from-clients', {
+      podSelector: {},
+      ingress: [
+        { from: [{ ipBlock: { cidr: '192.168.0.0/16', except: ['192.168.1.0/24'] } }, { namespaceSelector: {}, podSelector: { matchLabels: { app: 'client' } } }] },
+      ],
+      egress: [{ to: [{ namespaceSelector: {}, podSelector: { matchLabels: { app: 'client' } } }] }],
+    });
+    const otherNamespace = policy('other/from-clients', {
+      podSelector: {},
+      ingress: [{ from: [{ podSelector: { matchLabels: { app: 'client' } } }, { ipBlock: { cidr: '192.168.0.0/17' } }] }],
+    });
+    const both = smallCluster([serverFromClients, sameSelection, otherNamespace], [pod('other/local', ['10.0.1.7'], { app: 'x' })]);
+    const names = (id: string, family: 'ipv4' | 'ipv6' = 'ipv4') => {
+      const found = both.policies.find((candidate) => candidate.id === id);
+      if (!found) throw new Error(`no ${id}`);
+      return renderPolicy(found, ['ipv4', 'ipv6']).families[family]?.sets.map((set) => set.name) ?? [];
+    };
+    const [pods, blocks] = names('web/server-from-clients');
+    // The same selectors and the same ipBlocks in another policy and another rule order: the same two sets.
+    expect(names('web/also-from-clients').slice(0, 2).sort()).toEqual([pods, blocks].sort());
+    // Egress keeps its own (destination) sets; another namespace's podSelector and other ranges are other sets.
+    expect(names('web/also-from-clients')[2]).toMatch(/^KUBE-DST-/);
+    expect(names('other/from-clients')).not.toContain(pods);
+    expect(names('other/from-clients')).not.toContain(blocks);
+    expect(names('web/server-from-clients', 'ipv6')[0]).not.toBe(pods);
   });
 
   it('matches one port, one protocol and one named-port destination without a set, each peer set once per port match', () => {

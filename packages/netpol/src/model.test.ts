@@ -63,12 +63,38 @@ describe('the compiled model', () => {
     const [rule] = web.ingress.rules;
     expect(rule?.peers).toEqual({
       any: false,
+      podsKey: 'namespace prod/pods{"app"="api"}',
       pods: { ipv4: ['10.0.0.9'], ipv6: ['fd00::9'] },
       ipBlocks: {
         ipv4: [{ cidr: '192.168.0.0/16', except: ['192.168.1.0/24', '192.168.2.0/24'] }],
         ipv6: [{ cidr: 'fd10::/16', except: ['fd10:1::/32'] }],
       },
     });
+  });
+
+  it('keys the peer pods by their selectors: equal in any policy for the same selection, whatever the peer order', () => {
+    const api = { podSelector: { matchLabels: { app: 'api' } } };
+    const tools = { namespaceSelector: { matchLabels: { env: 'dev' } }, podSelector: { matchLabels: { app: 'tool' } } };
+    const model = compileNetworkPolicies({
+      nodeName: NODE,
+      pods,
+      namespaces,
+      policies: [
+        policy('prod/a', { podSelector: {}, ingress: [{ from: [api, tools] }] }),
+        policy('prod/b', { podSelector: { matchLabels: { app: 'web' } }, ingress: [{ from: [tools, api, api] }], egress: [{ to: [api] }] }),
+        policy('prod/c', { podSelector: {}, ingress: [{ from: [api] }] }),
+        policy('dev/d', { podSelector: {}, ingress: [{ from: [api] }] }),
+      ],
+    });
+    const key = (id: string, direction: 'ingress' | 'egress' = 'ingress') =>
+      model.policies.find((candidate) => candidate.id === id)?.[direction].rules[0]?.peers.podsKey;
+    expect(key('prod/a')).toBe(key('prod/b'));
+    expect(key('prod/b', 'egress')).toBe(key('prod/c'));
+    expect(key('prod/c')).not.toBe(key('prod/a'));
+    // The same pod selector in another namespace selects other pods.
+    expect(key('dev/d')).not.toBe(key('prod/c'));
+    const pods4 = (id: string) => model.policies.find((candidate) => candidate.id === id)?.ingress.rules[0]?.peers.pods.ipv4;
+    expect(pods4('dev/d')).not.toEqual(pods4('prod/c'));
   });
 
   it('sorts numeric ports by protocol and port, folding a one-port range', () => {

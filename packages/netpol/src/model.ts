@@ -34,6 +34,12 @@ export interface IpBlock {
  */
 export interface RulePeers {
   readonly any: boolean;
+  /**
+   * What selects `pods`: the canonical keys of the rule's pod and namespace selectors. Rules of any policy with equal
+   * keys select the same pods, so a backend may give them one set of addresses that a pod event changes once. Empty
+   * when `any`, or when the rule has no selector peers.
+   */
+  readonly podsKey: string;
   /** Sorted (compareText order) and without duplicates: backends use the lists as they are. */
   readonly pods: PerFamily<readonly string[]>;
   readonly ipBlocks: PerFamily<readonly IpBlock[]>;

@@ -87,6 +87,7 @@ function resolveRule(
   const podIps = selections.length === 1 ? (selections[0] as PeerSelection).ips : ipsOf(peerPods.values());
   const peers = {
     any: rule.anyPeer,
+    podsKey: rule.anyPeer ? '' : [...new Set(rule.selectorPeers.map((peer) => peer.key))].sort(compareText).join('\n'),
     pods: rule.anyPeer ? { ipv4: [], ipv6: [] } : podIps,
     ipBlocks: rule.anyPeer ? { ipv4: [], ipv6: [] } : rule.ipBlocks,
   };

@@ -103,9 +103,6 @@ export function benchProbePolicy(): Record<string, unknown> {
   };
 }
 
-/** The probe policy's only rule, as `ruleSetKey` takes it. */
-export const BENCH_PROBE_RULE = { index: 0, allPorts: false, ports: [{ protocol: 'TCP', port: 80 }], namedPorts: [] };
-
 /**
  * Remote pods of ns-0 that no benchmark policy selects, as target or peer, before or after the probe label: odd
  * (tier-1 and tier-3 are not selected in ns-0) and of an app that no policy of ns-0 or of a team t-0 namespace

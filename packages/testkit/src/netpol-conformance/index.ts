@@ -10,7 +10,6 @@ export { backendTestRunId, mismatches, missingForBackendTests, startBackendWorld
 export { FIXTURE_NODE, fixtureNamespace, fixturePod, fixturePolicy, smallClusterInput } from './fixtures.js';
 export {
   BENCH_PROBE_LABEL,
-  BENCH_PROBE_RULE,
   NETPOL_BENCH_CLUSTER,
   benchFirstRule,
   benchLabelChange,
