@@ -623,7 +623,7 @@ interface FamilyScript {
 
 /**
  * Below this many characters a table's script, the two tables' transactions go in one nft process. Each nft process
- * reads every chain and set of the namespace before it writes (nft 1.0.6: about 3 µs an object, both tables'
+ * reads every chain and set of the namespace before it writes (nft 1.0.6: 1-3 µs an object, both tables'
  * objects); two processes read them twice, on the CPUs the agent needs. Above it, parsing the scripts costs more, and
  * two processes overlap it. Counted in characters, not lines: one line may hold 500 set elements.
  */
