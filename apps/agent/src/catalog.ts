@@ -88,6 +88,11 @@ export function proxyOptions(config: AgentConfig, netns?: string): ProxyIpvsOpti
     tcpTimeoutSeconds: seconds(config.proxy.tcpTimeoutMs),
     tcpFinTimeoutSeconds: seconds(config.proxy.tcpFinTimeoutMs),
     udpTimeoutSeconds: seconds(config.proxy.udpTimeoutMs),
+    // kube-router's svcip validator: the proxy programs only the addresses the router would announce.
+    strictExternalIpValidation: config.proxy.strictExternalIpValidation,
+    serviceExternalIpRanges: config.services.externalIpRanges,
+    loadBalancerIpRanges: config.proxy.loadBalancerIpRanges,
+    serviceClusterIpRanges: config.services.clusterIpRanges,
     ...(netns !== undefined && { netns }),
   };
 }

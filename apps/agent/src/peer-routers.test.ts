@@ -2,8 +2,9 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { proxyIpvsPlugin } from '@kube-router/proxy-ipvs';
 import { routingBgpPlugin } from '@kube-router/routing-bgp';
-import { routingBgpOptions } from './catalog.js';
+import { proxyOptions, routingBgpOptions } from './catalog.js';
 import { parseFlags, type AgentConfig } from './flags.js';
 import { peerRoutersOfFlags } from './peer-routers.js';
 
@@ -117,6 +118,25 @@ describe('--peer-router-* flags', () => {
     );
     expect(options).toMatchObject({ strictExternalIpValidation: false, serviceExternalIpRanges: ['192.0.2.0/24'], loadBalancerIpRanges: ['198.51.100.0/24'] });
     expect(() => routingBgpPlugin.options.parse(options)).not.toThrow();
+  });
+
+  it('passes --strict-external-ip-validation and its ranges to the service proxy too, default on', () => {
+    expect(proxyOptions(config([]))).toMatchObject({ strictExternalIpValidation: true, serviceExternalIpRanges: [], loadBalancerIpRanges: [] });
+    const options = proxyOptions(
+      config([
+        '--strict-external-ip-validation=false',
+        '--service-external-ip-range=192.0.2.0/24',
+        '--loadbalancer-ip-range=198.51.100.0/24',
+        '--service-cluster-ip-range=10.96.0.0/12',
+      ]),
+    );
+    expect(options).toMatchObject({
+      strictExternalIpValidation: false,
+      serviceExternalIpRanges: ['192.0.2.0/24'],
+      loadBalancerIpRanges: ['198.51.100.0/24'],
+      serviceClusterIpRanges: ['10.96.0.0/12'],
+    });
+    expect(() => proxyIpvsPlugin.options.parse(options)).not.toThrow();
   });
 
   it('a password file with a bad entry names the file flag', () => {

@@ -51,3 +51,5 @@ export { ListError, listPage } from './http-list.js';
 export type { RawListPage } from './http-list.js';
 export { nodePodCidrs, POD_CIDR_ANNOTATION, POD_CIDRS_ANNOTATION } from './node-pod-cidrs.js';
 export type { NodePodCidrSource } from './node-pod-cidrs.js';
+export { serviceAddressValidator } from './service-addresses.js';
+export type { ServiceAddressRanges, ValidatedAddressKind } from './service-addresses.js';

@@ -164,13 +164,26 @@ export function createProxyController(ctx: PluginContext, deps: ProxyControllerD
 
     const model = buildProxyModel(
       { services: deps.sources.services(), slicesFor: deps.sources.slicesFor, node: deps.sources.node(), nodeName: ctx.nodeName, localAddresses: localAddresses ?? [] },
-      { families, nodePortBindOnAllIp: options.nodePortBindOnAllIp, serviceProxyName: options.serviceProxyName, hairpinMode: options.hairpinMode },
+      {
+        families,
+        nodePortBindOnAllIp: options.nodePortBindOnAllIp,
+        serviceProxyName: options.serviceProxyName,
+        hairpinMode: options.hairpinMode,
+        ...(options.strictExternalIpValidation && {
+          validation: {
+            externalIpRanges: options.serviceExternalIpRanges,
+            loadBalancerIpRanges: options.loadBalancerIpRanges,
+            clusterIpRanges: options.serviceClusterIpRanges,
+          },
+        }),
+      },
     );
     desired = model.virtualServers;
     for (const problem of model.problems) {
       failures.add(`service/${problem.owner}`, new Error(`${problem.reason}: ${problem.message}`));
       warn(seen, problem.owner, problem.reason, problem.message);
     }
+    for (const refusal of model.refused) warn(seen, refusal.owner, refusal.reason, refusal.message);
 
     const ipvs = await failures.attempt('ipvs', () => applyIpvs(model, failures, seen));
     progress();

@@ -71,6 +71,37 @@ describe('buildProxyModel', () => {
     expect([...m.vips.ipv4].sort()).toEqual(['10.96.0.1', '198.51.100.1', '203.0.113.5']);
   });
 
+  it('--strict-external-ip-validation: programs only externalIPs and LoadBalancer IPs within their ranges, a Warning for the rest', () => {
+    const lb = svc(
+      'lb',
+      { type: 'LoadBalancer', externalIPs: ['203.0.113.5', '192.0.2.9', '10.96.0.9'], ports: [{ name: 'http', protocol: 'TCP', port: 80 }] },
+      {},
+      { loadBalancer: { ingress: [{ ip: '198.51.100.1' }, { ip: '203.0.113.77' }] } },
+    );
+    const inputs = { services: [lb], slicesFor: () => [], node, nodeName: NODE, localAddresses: [] };
+    const options = { families: ['ipv4', 'ipv6'] as const, nodePortBindOnAllIp: false, serviceProxyName: 'kube-router' };
+    const strict = buildProxyModel(inputs, {
+      ...options,
+      validation: { externalIpRanges: ['203.0.113.0/24', '10.96.0.0/24'], loadBalancerIpRanges: ['198.51.100.0/24'], clusterIpRanges: ['10.96.0.0/12'] },
+    });
+    expect(ids(strict)).toEqual(['tcp/10.96.0.1/80', 'tcp/198.51.100.1/80', 'tcp/203.0.113.5/80']);
+    expect([...strict.vips.ipv4].sort()).toEqual(['10.96.0.1', '198.51.100.1', '203.0.113.5']);
+    expect(strict.refused.map((refusal) => refusal.message)).toEqual([
+      'externalip 192.0.2.9 is not programmed: it is not within --service-external-ip-range',
+      'externalip 10.96.0.9 is not programmed: it lies in --service-cluster-ip-range',
+      'loadbalancerip 203.0.113.77 is not programmed: it is not within --loadbalancer-ip-range',
+    ]);
+    expect(strict.refused.every((refusal) => refusal.owner === 'ns/lb' && refusal.reason === 'InvalidServiceAddress')).toBe(true);
+    // Refusals are not the Service's errors: the sync does not fail for them.
+    expect(strict.problems).toEqual([]);
+    // No range of a kind: none of that kind (default deny); the cluster IP stays.
+    const noRanges = buildProxyModel(inputs, { ...options, validation: { externalIpRanges: [], loadBalancerIpRanges: [], clusterIpRanges: [] } });
+    expect(ids(noRanges)).toEqual(['tcp/10.96.0.1/80']);
+    expect(noRanges.refused).toHaveLength(5);
+    // Without validation every address is programmed, as before kube-router 2.8.
+    expect(ids(buildProxyModel(inputs, options))).toHaveLength(6);
+  });
+
   it('binds NodePorts to every local address with --nodeport-bindon-all-ip', () => {
     const m = model([svc('np', { type: 'NodePort', ports: [{ name: 'http', protocol: 'TCP', port: 80, nodePort: 30080 }] })], [], {}, true);
     expect(ids(m)).toEqual(['tcp/10.0.2.15/30080', 'tcp/10.96.0.1/80', 'tcp/192.168.1.10/30080']);

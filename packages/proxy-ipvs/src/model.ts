@@ -1,6 +1,8 @@
 import type { V1EndpointSlice, V1Node, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { canonicalIpvsAddress, ipvsAddressFamily, ipvsServiceId } from '@kube-router/netfilter';
 import type { IpFamily, IpvsDestination, IpvsProtocol, IpvsService } from '@kube-router/netfilter';
+import { serviceAddressValidator } from '@kube-router/kube';
+import type { ServiceAddressRanges, ValidatedAddressKind } from '@kube-router/kube';
 import ipaddr from 'ipaddr.js';
 import { ANNOTATIONS, HEADLESS_LABEL, SERVICE_PROXY_NAME_LABEL } from './names.js';
 
@@ -39,6 +41,11 @@ export interface ProxyModel {
   readonly vips: Readonly<Record<IpFamily, ReadonlySet<string>>>;
   readonly healthChecks: readonly HealthCheckPort[];
   readonly problems: readonly ServiceProblem[];
+  /**
+   * External and LoadBalancer IPs that strict validation kept out: a Warning each, as kube-router logs them, but no
+   * failure of the sync (the Service is as its owner wrote it, and its other addresses are programmed).
+   */
+  readonly refused: readonly ServiceProblem[];
   /** Services programmed (not skipped), for metrics and logs. */
   readonly services: number;
 }
@@ -58,6 +65,8 @@ export interface ModelOptions {
   readonly serviceProxyName: string;
   /** --hairpin-mode: hairpin for every Service, not only the annotated ones. */
   readonly hairpinMode?: boolean;
+  /** --strict-external-ip-validation with its ranges; undefined programs every externalIP and LoadBalancer IP. */
+  readonly validation?: ServiceAddressRanges;
 }
 
 /** Schedulers kube-router names; any other lower-case name is passed to the kernel, which may refuse it. */
@@ -75,6 +84,8 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
   const vips: Record<IpFamily, Set<string>> = { ipv4: new Set(), ipv6: new Set() };
   const healthChecks: HealthCheckPort[] = [];
   const problems: ServiceProblem[] = [];
+  const refused: ServiceProblem[] = [];
+  const refusal = options.validation && serviceAddressValidator(options.validation);
   const families = new Set(options.families);
   const nodeAddresses = nodePortAddresses(inputs, options).filter((address) => families.has(ipvsAddressFamily(address)));
   let services = 0;
@@ -99,11 +110,19 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
     const hairpinExternal = hairpin && ANNOTATIONS.hairpinExternalIps in annotations;
     const slices = inputs.slicesFor(namespace, name);
     const clusterIps = (svc.spec?.clusterIPs?.length ? svc.spec.clusterIPs : [svc.spec?.clusterIP ?? '']).filter(isIp);
-    const externalIps = (svc.spec?.externalIPs ?? []).filter(isIp);
-    const lbIps =
+    const validated = (kind: ValidatedAddressKind, addresses: readonly string[]) =>
+      addresses.filter((address) => {
+        const why = refusal?.(kind, address);
+        if (why) refused.push({ owner, reason: 'InvalidServiceAddress', message: `${kind} ${address} is not programmed: ${why}` });
+        return why === undefined;
+      });
+    const externalIps = validated('externalip', (svc.spec?.externalIPs ?? []).filter(isIp));
+    const lbIps = validated(
+      'loadbalancerip',
       annotations[ANNOTATIONS.skipLoadBalancerIps] === 'true' || ANNOTATIONS.skipLoadBalancerIps in annotations
         ? []
-        : (svc.status?.loadBalancer?.ingress ?? []).filter((ingress) => ingress.ip && ingress.ipMode !== 'Proxy').map((ingress) => ingress.ip as string);
+        : (svc.status?.loadBalancer?.ingress ?? []).filter((ingress) => ingress.ip && ingress.ipMode !== 'Proxy').map((ingress) => ingress.ip as string),
+    );
     let localEndpointsForHealth = 0;
 
     for (const port of svc.spec?.ports ?? []) {
@@ -153,7 +172,7 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
       healthChecks.push({ owner, port: svc.spec.healthCheckNodePort, localEndpoints: localEndpointsForHealth });
     }
   }
-  return { virtualServers, vips, healthChecks, problems, services };
+  return { virtualServers, vips, healthChecks, problems, refused, services };
 }
 
 /** Why kube-router's proxy leaves a Service alone, or undefined when it programs it. */

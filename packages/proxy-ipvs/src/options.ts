@@ -34,6 +34,19 @@ export const proxyIpvsOptions = z.strictObject({
   tcpTimeoutSeconds: z.number().int().nonnegative().default(0),
   tcpFinTimeoutSeconds: z.number().int().nonnegative().default(0),
   udpTimeoutSeconds: z.number().int().nonnegative().default(0),
+  /**
+   * --strict-external-ip-validation (kube-router 2.8): program only the externalIPs within serviceExternalIpRanges and
+   * the LoadBalancer IPs within loadBalancerIpRanges, neither in serviceClusterIpRanges; with no range of a kind, none
+   * of that kind (default deny). Each refused address is a Warning on its Service. Off here; the agent's flag is on by
+   * default, as in kube-router.
+   */
+  strictExternalIpValidation: z.boolean().default(false),
+  /** --service-external-ip-range. */
+  serviceExternalIpRanges: z.array(cidr).default([]),
+  /** --loadbalancer-ip-range. */
+  loadBalancerIpRanges: z.array(cidr).default([]),
+  /** --service-cluster-ip-range. */
+  serviceClusterIpRanges: z.array(cidr).default([]),
   /** --service-proxy-name: Services labelled service.kubernetes.io/service-proxy-name with another value are skipped. */
   serviceProxyName: z.string().default('kube-router'),
   /** healthCheckNodePort servers listen on this address (kube-router: every address). */

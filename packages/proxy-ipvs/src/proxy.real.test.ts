@@ -47,7 +47,17 @@ describe.skipIf(unavailable !== undefined)(`proxy on a real IPVS kernel${unavail
     healthCheckPort = await freePort();
     proxy = await startProxy(
       kernel.runner,
-      { ...(world.netns && { netns: world.netns }), podCidrs: [POD_CIDR], enableIpv6: false, gracefulTermination: true, gracefulPeriodMs: 8_000, syncPeriodMs: 600_000 },
+      {
+        ...(world.netns && { netns: world.netns }),
+        podCidrs: [POD_CIDR],
+        enableIpv6: false,
+        gracefulTermination: true,
+        gracefulPeriodMs: 8_000,
+        syncPeriodMs: 600_000,
+        strictExternalIpValidation: true,
+        serviceExternalIpRanges: ['203.0.113.0/24'],
+        serviceClusterIpRanges: ['10.96.0.0/12'],
+      },
       [
         nodeObject(),
         serviceObject({ name: 'spread', clusterIP: '10.96.0.10' }),
@@ -63,6 +73,8 @@ describe.skipIf(unavailable !== undefined)(`proxy on a real IPVS kernel${unavail
         serviceObject({ name: 'hairpin', clusterIP: '10.96.0.18', annotations: { 'kube-router.io/service.hairpin': '' } }),
         sliceObject('hairpin', [{ ip: a.ip }]),
         serviceObject({ name: 'udp', clusterIP: '10.96.0.19', port: 53, protocol: 'UDP' }),
+        serviceObject({ name: 'external', clusterIP: '10.96.0.20', externalIPs: ['203.0.113.5', '192.0.2.5'] }),
+        sliceObject('external', [{ ip: a.ip }]),
         sliceObject('udp', [{ ip: a.ip }, { ip: b.ip }], 8080, 'UDP'),
       ],
     );
@@ -116,6 +128,16 @@ describe.skipIf(unavailable !== undefined)(`proxy on a real IPVS kernel${unavail
     expect(clusterIp?.destinations.map((d) => d.address).sort()).toEqual([a.ip, '10.244.1.9'].sort());
     const answers = await world.probe('tipvs-ext', NODE_IP, 30081, 3);
     expect(answers).toEqual([`a ${EXTERNAL_CLIENT_IP}`, `a ${EXTERNAL_CLIENT_IP}`, `a ${EXTERNAL_CLIENT_IP}`]);
+  });
+
+  it('programs only the externalIPs that --strict-external-ip-validation allows, the sync still ok', async () => {
+    const saved = await ipvs();
+    expect(saved.filter((s) => s.service.address === '203.0.113.5').map((s) => s.destinations.map((d) => d.address))).toEqual([[a.ip]]);
+    expect(saved.some((s) => s.service.address === '192.0.2.5')).toBe(false);
+    const addresses = await vips();
+    expect(addresses).toContain('203.0.113.5/32');
+    expect(addresses).not.toContain('192.0.2.5');
+    expect(await world.probe(client.netns, '203.0.113.5', 80, 2)).toEqual([`a ${client.ip}`, `a ${client.ip}`]);
   });
 
   it('lets a pod reach itself through its Service with kube-router.io/service.hairpin, seeing the VIP as the source', async () => {

@@ -1,5 +1,7 @@
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { SyncFailures } from '@kube-router/controller';
+import { serviceAddressValidator } from '@kube-router/kube';
+import type { ServiceAddressRanges } from '@kube-router/kube';
 import ipaddr from 'ipaddr.js';
 import type { ApiPath } from './gobgp-api.js';
 import { AFI_OF, familyOf, type Family } from './nodes.js';
@@ -43,15 +45,12 @@ export interface VipPlan {
 }
 
 /**
- * kube-router's --strict-external-ip-validation (svcip.Validator): externalIPs must lie in --service-external-ip-range
- * and LoadBalancer ingress IPs in --loadbalancer-ip-range, neither in --service-cluster-ip-range; with no range of a
- * kind, no address of that kind is announced (default deny). Each refused address gets a Warning on its Service.
+ * kube-router's --strict-external-ip-validation (`serviceAddressValidator` in @kube-router/kube): externalIPs must lie
+ * in --service-external-ip-range and LoadBalancer ingress IPs in --loadbalancer-ip-range, neither in
+ * --service-cluster-ip-range; with no range of a kind, no address of that kind is announced (default deny). Each
+ * refused address gets a Warning on its Service.
  */
-export interface VipAddressValidation {
-  externalIpRanges: readonly string[];
-  loadBalancerIpRanges: readonly string[];
-  clusterIpRanges: readonly string[];
-}
+export type VipAddressValidation = ServiceAddressRanges;
 
 export interface VipPlanInput {
   services: readonly V1Service[];
@@ -86,11 +85,7 @@ export function planServiceVips(input: VipPlanInput): VipPlan {
   const advertise = new Set<string>();
   const problems: VipProblem[] = [];
   const refused: VipProblem[] = [];
-  const ranges = input.validation && {
-    externalip: parseRanges(input.validation.externalIpRanges),
-    loadbalancerip: parseRanges(input.validation.loadBalancerIpRanges),
-    cluster: parseRanges(input.validation.clusterIpRanges),
-  };
+  const refusal = input.validation && serviceAddressValidator(input.validation);
   const nodeAddresses = new Set(input.nodeAddresses.map(canonicalAddress));
   for (const service of input.services) {
     const namespace = service.metadata?.namespace ?? '';
@@ -125,16 +120,8 @@ export function planServiceVips(input: VipPlanInput): VipPlan {
           problem('InvalidServiceAddress', `${kind} ${JSON.stringify(address)} is not an IP address`);
           continue;
         }
-        if (ranges && kind !== 'clusterip') {
-          const flag = kind === 'externalip' ? '--service-external-ip-range' : '--loadbalancer-ip-range';
-          const why =
-            ranges[kind].length === 0
-              ? `no ${flag} is configured (strict validation denies every ${kind})`
-              : inRanges(address, ranges.cluster)
-                ? 'it lies in --service-cluster-ip-range'
-                : !inRanges(address, ranges[kind])
-                  ? `it is not within ${flag}`
-                  : undefined;
+        if (refusal && kind !== 'clusterip') {
+          const why = refusal(kind, address);
           if (why) {
             refused.push({ service, reason: 'InvalidServiceAddress', message: `${kind} ${address} is not announced: ${why}` });
             continue;
@@ -157,16 +144,6 @@ export function planServiceVips(input: VipPlanInput): VipPlan {
     }
   }
   return { advertise, problems, refused };
-}
-
-/** The ranges that parse (the agent validates them at start), as [network, length]. */
-function parseRanges(cidrs: readonly string[]): [ipaddr.IPv4 | ipaddr.IPv6, number][] {
-  return cidrs.flatMap((cidr) => (ipaddr.isValidCIDR(cidr) ? [ipaddr.parseCIDR(cidr)] : []));
-}
-
-function inRanges(address: string, ranges: readonly [ipaddr.IPv4 | ipaddr.IPv6, number][]): boolean {
-  const parsed = ipaddr.process(address);
-  return ranges.some(([network, length]) => network.kind() === parsed.kind() && parsed.match(network, length));
 }
 
 /**

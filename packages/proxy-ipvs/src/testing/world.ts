@@ -175,6 +175,7 @@ export interface ServiceSpecInput {
   readonly sessionAffinity?: boolean;
   readonly externalTrafficPolicy?: 'Cluster' | 'Local';
   readonly healthCheckNodePort?: number;
+  readonly externalIPs?: readonly string[];
 }
 
 export function serviceObject(spec: ServiceSpecInput): KubeObjectInput {
@@ -190,6 +191,7 @@ export function serviceObject(spec: ServiceSpecInput): KubeObjectInput {
       ...(spec.sessionAffinity && { sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 600 } } }),
       ...(spec.externalTrafficPolicy && { externalTrafficPolicy: spec.externalTrafficPolicy }),
       ...(spec.healthCheckNodePort && { healthCheckNodePort: spec.healthCheckNodePort }),
+      ...(spec.externalIPs && { externalIPs: [...spec.externalIPs] }),
     },
   };
 }

@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { serviceAddressValidator } from './service-addresses.js';
+
+describe('serviceAddressValidator (--strict-external-ip-validation)', () => {
+  const validate = serviceAddressValidator({
+    externalIpRanges: ['192.0.2.0/24', '2001:db8:e::/64'],
+    loadBalancerIpRanges: ['198.51.100.0/24'],
+    clusterIpRanges: ['10.96.0.0/12', '192.0.2.128/25'],
+  });
+
+  it('accepts an address of its kind\'s range, IPv4 and IPv6 (an IPv4-mapped IPv6 address as IPv4)', () => {
+    expect(validate('externalip', '192.0.2.10')).toBeUndefined();
+    expect(validate('externalip', '2001:db8:e::5')).toBeUndefined();
+    expect(validate('externalip', '::ffff:192.0.2.10')).toBeUndefined();
+    expect(validate('loadbalancerip', '198.51.100.7')).toBeUndefined();
+  });
+
+  it('refuses an address outside its kind\'s range, in the cluster range, or not an address, saying why', () => {
+    expect(validate('externalip', '198.51.100.7')).toBe('it is not within --service-external-ip-range');
+    expect(validate('loadbalancerip', '192.0.2.10')).toBe('it is not within --loadbalancer-ip-range');
+    expect(validate('externalip', '192.0.2.200')).toBe('it lies in --service-cluster-ip-range');
+    expect(validate('externalip', '2001:db8:f::5')).toBe('it is not within --service-external-ip-range');
+    expect(validate('externalip', 'example.com')).toBe('it is not an IP address');
+  });
+
+  it('refuses every address of a kind that has no range (default deny)', () => {
+    const noRanges = serviceAddressValidator({ externalIpRanges: [], loadBalancerIpRanges: [], clusterIpRanges: [] });
+    expect(noRanges('externalip', '192.0.2.10')).toBe('no --service-external-ip-range is configured (strict validation denies every externalip)');
+    expect(noRanges('loadbalancerip', '198.51.100.7')).toMatch(/^no --loadbalancer-ip-range is configured/);
+  });
+});
