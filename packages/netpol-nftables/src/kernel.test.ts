@@ -274,6 +274,53 @@ describe('KernelApplier (nftables)', () => {
     expect(transactions(runner)[0]).toContain(`chain ${policyChainName('web/b', 'ingress', 'ipv4')} {`);
   });
 
+  it('lists a set two rules of one policy share once, so that a pod leaving is one element delete in one transaction', async () => {
+    const twoPorts = policy('web/a', {
+      podSelector: { matchLabels: { app: 'server' } },
+      ingress: [
+        { from: [{ namespaceSelector: {}, podSelector: { matchLabels: { app: 'client' } } }], ports: [{ port: 80 }] },
+        { from: [{ namespaceSelector: {}, podSelector: { matchLabels: { app: 'client' } } }], ports: [{ port: 443 }] },
+      ],
+    });
+    const extra = fixturePod('web/client-2', ['10.0.0.9'], { app: 'client' }, { node: 'node-b' });
+    const runner = new RecordingRunner();
+    const kernel = applier(runner);
+    const desired = desiredFor([twoPorts], ['ipv4'], [extra]);
+    expect(desired.policies[0]?.families.ipv4?.sets).toHaveLength(1);
+    await kernel.apply(desired);
+    runner.invocations.length = 0;
+    const result = await kernel.apply(desiredFor([twoPorts]));
+    expect(result.failedPolicies.size).toBe(0);
+    expect(transactions(runner)).toHaveLength(1);
+    expect(transactions(runner)[0]?.match(/^delete element .*\{ 10\.0\.0\.9 \}$/gm)).toHaveLength(1);
+  });
+
+  it('calls only nft\'s own refusal a refusal: entering the namespace failing stops the sync like a timeout', async () => {
+    const runner = new RecordingRunner().on((spec) => (spec.args ?? []).includes('-f'), {
+      exitCode: 1,
+      stderr: 'Cannot open network namespace "gone": No such file or directory',
+    });
+    const result = await applier(runner).apply(desiredFor([a, b]));
+    expect(result.failedPolicies.size).toBe(0);
+    expect(String(result.writeFailure)).toContain('Cannot open network namespace');
+    expect(transactions(runner)).toHaveLength(1);
+  });
+
+  it('keeps the policies it found refused when a later step of the search times out', async () => {
+    const runner = new RecordingRunner()
+      .on((spec) => (spec.input ?? '').includes(`chain ${policyChainName('web/a', 'ingress', 'ipv4')} {`), {
+        exitCode: 1,
+        stderr: 'Error: Could not process rule: Too many open files in system',
+      })
+      // b alone, after a was found refused on its own.
+      .on((spec) => (spec.input ?? '').includes(`chain ${policyChainName('web/b', 'ingress', 'ipv4')} {`) && !(spec.input ?? '').includes(policyChainName('web/a', 'ingress', 'ipv4')), {
+        timedOut: true,
+      });
+    const result = await applier(runner).apply(desiredFor([a, b]));
+    expect([...result.failedPolicies.keys()]).toEqual(['web/a']);
+    expect(result.writeFailure).toMatchObject({ timedOut: true });
+  });
+
   it('writes a small change of both tables in one transaction, and large ones table by table at once', async () => {
     const small = new RecordingRunner();
     const result = await dualStackApplier(small).apply(desiredFor([a, b], ['ipv4', 'ipv6']));

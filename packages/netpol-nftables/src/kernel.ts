@@ -210,7 +210,7 @@ export class KernelApplier {
 
     const stopped = (error: unknown): ApplyResult => {
       this.#fresh = false;
-      return { failedPolicies: new Map(), writeFailure: error, staleFailures: new Map(), ...counters };
+      return { failedPolicies: failed, writeFailure: error, staleFailures: new Map(), ...counters };
     };
     if (writeFailure !== undefined) return stopped(writeFailure);
 
@@ -287,6 +287,7 @@ export class KernelApplier {
     // and written by the first unit that has it (see #unitParts for the fallback's steps).
     const differs = new Map(families.map((family) => [family, new Map<string, boolean>()] as const));
     const claimed = new Set<string>();
+    const firstRenders = new Map<string, SetRender>();
     for (const policy of desired.policies) {
       for (const family of families) {
         const render = policy.families[family];
@@ -298,21 +299,40 @@ export class KernelApplier {
         const chains = render.chains.filter((candidate) => !sameChain(state.chains.get(candidate.name), candidate));
         const sets = render.sets.filter((candidate) => {
           let differing = compared.get(candidate.name);
-          if (differing === undefined) compared.set(candidate.name, (differing = !sameSet(state.sets.get(candidate.name), candidate, family)));
+          if (differing === undefined) {
+            compared.set(candidate.name, (differing = !sameSet(state.sets.get(candidate.name), candidate, family)));
+            firstRenders.set(`${family}\0${candidate.name}`, candidate);
+          } else {
+            this.#checkShared(firstRenders.get(`${family}\0${candidate.name}`), candidate, policy.id);
+          }
           return differing;
         });
         if (chains.length === 0 && sets.length === 0) {
           this.#inKernel.set(key, render);
           continue;
         }
-        const unclaimed = sets.filter((set) => !claimed.has(`${family}\0${set.name}`));
-        for (const set of unclaimed) claimed.add(`${family}\0${set.name}`);
+        const unclaimed = sets.filter((set) => {
+          const claim = `${family}\0${set.name}`;
+          if (claimed.has(claim)) return false;
+          claimed.add(claim);
+          return true;
+        });
         units.push({ policy: policy.id, family, render, chains, sets, part: this.#unitScript(family, chains, unclaimed) });
       }
       const due = slice();
       if (due) await due;
     }
     return units;
+  }
+
+  /**
+   * Every policy that names a shared set renders it from the same compile of the same pods, so it has the same
+   * elements; only the first render is written. Were that ever not so, this says which policy disagreed.
+   */
+  #checkShared(first: SetRender | undefined, other: SetRender, policy: string): void {
+    if (!first || first.elements === other.elements) return;
+    if (first.elements.length === other.elements.length && first.elements.every((element, index) => element === other.elements[index])) return;
+    this.#options.logger.warn({ set: first.name, policy }, 'a shared set was rendered with other elements for another policy; the first render is written');
   }
 
   #nodes(desired: DesiredState, failedPolicies: ReadonlySet<string>, families: readonly IpFamily[]): Map<IpFamily, NodeRender> {
@@ -480,6 +500,11 @@ export class KernelApplier {
       await this.#transaction(doomed.map(line), counters);
       doomed.forEach(forget);
     } catch (error) {
+      // One at a time only finds the object nft refuses to delete; a timeout would only come again for each of them.
+      if (!isRefusal(error)) {
+        for (const item of doomed) failures.set(`${item.family}/${item.name}`, error);
+        return;
+      }
       this.#options.logger.warn({ err: error }, 'could not delete every stale chain and set at once; deleting one by one');
       for (const item of doomed) {
         try {
@@ -533,10 +558,12 @@ export class KernelApplier {
  * timeout, a stopped runner or an nft that could not be run says nothing about the script.
  */
 function isRefusal(error: unknown): boolean {
+  // nft exits 1 with `Error: ...` lines when it refuses a script; 2 (no memory) and 3 (no netlink) are not about the
+  // script, nor is `ip netns exec` failing to enter the namespace or to start nft (exit 1 or 255, no `Error:`).
   return (
     error instanceof CommandError &&
-    error.exitCode !== null &&
-    error.exitCode !== 0 &&
+    error.exitCode === 1 &&
+    /\bError: /.test(error.stderr) &&
     !error.timedOut &&
     error.signal === null &&
     error.spawnError === undefined &&

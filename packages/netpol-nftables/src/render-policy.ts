@@ -53,7 +53,10 @@ function renderFamily(policy: CompiledPolicy, family: IpFamily): PolicyFamilyRen
     const rules = compiled.rules.flatMap((rule) => renderRule(policy, direction, rule, family, sets));
     chains.push(chain(policyChainName(policy.id, direction, family), rules));
   }
-  return { chains, sets };
+  // Rules with the same selectors or the same ipBlocks (port 80 and port 443 from the same pods) share a set: listed
+  // once, so that a transaction never carries its element changes twice.
+  const named = new Map(sets.map((set) => [set.name, set] as const));
+  return { chains, sets: named.size === sets.length ? sets : [...named.values()] };
 }
 
 function renderRule(

@@ -100,6 +100,14 @@ describe('buildProxyModel', () => {
     expect(noRanges.refused).toHaveLength(5);
     // Without validation every address is programmed, as before kube-router 2.8.
     expect(ids(buildProxyModel(inputs, options))).toHaveLength(6);
+    // An address of a family the node does not run is not refused, only left out.
+    const v6 = svc('v6', { clusterIP: '10.96.0.2', externalIPs: ['2001:db8::5'] });
+    const v4Only = buildProxyModel(
+      { ...inputs, services: [v6] },
+      { ...options, families: ['ipv4'], validation: { externalIpRanges: [], loadBalancerIpRanges: [], clusterIpRanges: [] } },
+    );
+    expect(v4Only.refused).toEqual([]);
+    expect(ids(v4Only)).toEqual(['tcp/10.96.0.2/80']);
   });
 
   it('binds NodePorts to every local address with --nodeport-bindon-all-ip', () => {

@@ -110,8 +110,10 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
     const hairpinExternal = hairpin && ANNOTATIONS.hairpinExternalIps in annotations;
     const slices = inputs.slicesFor(namespace, name);
     const clusterIps = (svc.spec?.clusterIPs?.length ? svc.spec.clusterIPs : [svc.spec?.clusterIP ?? '']).filter(isIp);
+    // Only addresses of the node's families: an IPv6 LoadBalancer IP on an IPv4-only node is not refused, just unused.
     const validated = (kind: ValidatedAddressKind, addresses: readonly string[]) =>
       addresses.filter((address) => {
+        if (!families.has(ipvsAddressFamily(canonicalIpvsAddress(address)))) return false;
         const why = refusal?.(kind, address);
         if (why) refused.push({ owner, reason: 'InvalidServiceAddress', message: `${kind} ${address} is not programmed: ${why}` });
         return why === undefined;
