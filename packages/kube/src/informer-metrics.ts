@@ -1,7 +1,7 @@
 import type { Counter, Gauge, Registry } from 'prom-client';
 import { SKIP_REASONS } from './object-reader.js';
 import type { SkipReason } from './object-reader.js';
-import { counterOn, gaugeOn } from './prom.js';
+import { counterOn, gaugeOn } from '@kube-router/metrics';
 
 /** What informers report about themselves. A registry is optional so that informers also run without metrics. */
 export class InformerMetrics {

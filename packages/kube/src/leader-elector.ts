@@ -5,7 +5,7 @@ import type { Gauge, Registry } from 'prom-client';
 import { describeKubeError } from './api-errors.js';
 import { LeaseConflictError, LeaseLock } from './lease-lock.js';
 import type { LeaderElectionRecord, ObservedLease } from './lease-lock.js';
-import { gaugeOn } from './prom.js';
+import { gaugeOn } from '@kube-router/metrics';
 
 /** kube-router's leader election timings. */
 export const DEFAULT_LEASE_DURATION_MS = 15_000;

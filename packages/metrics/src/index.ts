@@ -1,6 +1,7 @@
 export { AgentMetrics } from './sync-metrics.js';
 export type { AgentMetricsOptions } from './sync-metrics.js';
 export { metricsRoutes } from './routes.js';
+export { counterOn, gaugeOn, histogramOn } from './registered.js';
 export type { MetricsRoutesOptions } from './routes.js';
 
 /** kube-router serves metrics only when --metrics-port is set; 0 means disabled. */

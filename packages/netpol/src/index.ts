@@ -54,6 +54,7 @@ export {
   DESTINATION_SET_PREFIX,
   NETPOL_CONTROLLER,
   NFLOG_GROUP,
+  NetpolSyncMetrics,
   POD_CHAIN_PREFIX,
   POLICY_CHAIN_PREFIX,
   PolicyRenders,

@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { counterOn, gaugeOn, histogramOn } from '@kube-router/metrics';
+import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** kube-router's route-sync metrics (pkg/metrics), under its names and types. */
 export class RouteSyncMetrics {
@@ -9,24 +10,14 @@ export class RouteSyncMetrics {
 
   constructor(registry: Registry) {
     // Get-or-create: a registry outlives a controller in tests that create several.
-    const existing = <T>(name: string) => registry.getSingleMetric(name) as T | undefined;
-    this.synced =
-      existing<Gauge>('kube_router_host_routes_synced') ??
-      new Gauge({ name: 'kube_router_host_routes_synced', help: 'Count of host routes currently synced to the system', registers: [registry] });
-    this.added =
-      existing<Counter>('kube_router_host_routes_added') ??
-      new Counter({ name: 'kube_router_host_routes_added', help: 'Total count of host routes added to the system', registers: [registry] });
-    this.removed =
-      existing<Counter>('kube_router_host_routes_removed') ??
-      new Counter({ name: 'kube_router_host_routes_removed', help: 'Total count of host routes removed from the system', registers: [registry] });
-    this.syncTime =
-      existing<Histogram>('kube_router_host_routes_sync_time') ??
-      new Histogram({
-        name: 'kube_router_host_routes_sync_time',
-        help: 'Time it took for the host routes controller to sync to the system',
-        // Prometheus' default buckets, as kube-router's histogram has.
-        buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-        registers: [registry],
-      });
+    this.synced = gaugeOn(registry, { name: 'kube_router_host_routes_synced', help: 'Count of host routes currently synced to the system' });
+    this.added = counterOn(registry, { name: 'kube_router_host_routes_added', help: 'Total count of host routes added to the system' });
+    this.removed = counterOn(registry, { name: 'kube_router_host_routes_removed', help: 'Total count of host routes removed from the system' });
+    this.syncTime = histogramOn(registry, {
+      name: 'kube_router_host_routes_sync_time',
+      help: 'Time it took for the host routes controller to sync to the system',
+      // Prometheus' default buckets, as kube-router's histogram has.
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    });
   }
 }

@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { counterOn, gaugeOn, histogramOn } from '@kube-router/metrics';
+import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** kube-router's routing metrics, under their kube-router names, in the agent's registry. */
 export interface RoutingMetrics {
@@ -13,46 +14,19 @@ const SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
 
 export function createRoutingMetrics(registry: Registry): RoutingMetrics {
   // One agent registers them once; a second controller in the same registry (tests) reuses them.
-  const existing = <T>(name: string) => registry.getSingleMetric(name) as T | undefined;
   return {
-    routesSyncTime:
-      existing<Histogram>('kube_router_controller_routes_sync_time') ??
-      new Histogram({
-        name: 'kube_router_controller_routes_sync_time',
-        help: 'Time it took for controller to sync routes',
-        buckets: SECONDS_BUCKETS,
-        registers: [registry],
-      }),
-    peerInfo:
-      existing<Gauge<'address' | 'type' | 'asn' | 'state'>>('kube_router_bgp_peer_info') ??
-      new Gauge({
-        name: 'kube_router_bgp_peer_info',
-        help: 'BGP peer information',
-        labelNames: ['address', 'type', 'asn', 'state'],
-        registers: [registry],
-      }),
-    internalPeersSyncTime:
-      existing<Histogram>('kube_router_controller_bgp_internal_peers_sync_time') ??
-      new Histogram({
-        name: 'kube_router_controller_bgp_internal_peers_sync_time',
-        help: 'Time it took to sync internal bgp peers',
-        buckets: SECONDS_BUCKETS,
-        registers: [registry],
-      }),
-    advertisementsReceived:
-      existing<Counter>('kube_router_controller_bgp_advertisements_received') ??
-      new Counter({
-        name: 'kube_router_controller_bgp_advertisements_received',
-        help: 'BGP advertisements received',
-        registers: [registry],
-      }),
-    advertisementsSent:
-      existing<Counter<'type'>>('kube_router_controller_bgp_advertisements_sent') ??
-      new Counter({
-        name: 'kube_router_controller_bgp_advertisements_sent',
-        help: 'BGP advertisements sent',
-        labelNames: ['type'],
-        registers: [registry],
-      }),
+    routesSyncTime: histogramOn(registry, {
+      name: 'kube_router_controller_routes_sync_time',
+      help: 'Time it took for controller to sync routes',
+      buckets: SECONDS_BUCKETS,
+    }),
+    peerInfo: gaugeOn(registry, { name: 'kube_router_bgp_peer_info', help: 'BGP peer information', labelNames: ['address', 'type', 'asn', 'state'] }),
+    internalPeersSyncTime: histogramOn(registry, {
+      name: 'kube_router_controller_bgp_internal_peers_sync_time',
+      help: 'Time it took to sync internal bgp peers',
+      buckets: SECONDS_BUCKETS,
+    }),
+    advertisementsReceived: counterOn(registry, { name: 'kube_router_controller_bgp_advertisements_received', help: 'BGP advertisements received' }),
+    advertisementsSent: counterOn(registry, { name: 'kube_router_controller_bgp_advertisements_sent', help: 'BGP advertisements sent', labelNames: ['type'] }),
   };
 }

@@ -1,3 +1,4 @@
+export { NetpolSyncMetrics } from './metrics.js';
 export { netpolFamilies, netpolOptionFields } from './options.js';
 export { informerSources } from './sources.js';
 export type { NetpolSources, WarningLogger } from './sources.js';
