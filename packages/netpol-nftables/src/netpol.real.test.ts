@@ -56,7 +56,8 @@ describe.skipIf(missing !== undefined)(`netpol-nftables against the kernel${miss
       policies: [{ metadata: { namespace: 'web', name: 'clash' }, spec }],
     });
     const podsKey = model.policies[0]?.ingress.rules[0]?.peers.podsKey;
-    expect(podsKey).toBeTruthy();
+    // Every namespace, pods labelled app=client: the selection names the set, not the policy.
+    expect(podsKey).toBe('namespaces{}/pods{"app"="client"}');
     const clash = peerPodsSetName('ingress', podsKey as string, 'ipv4');
     await world.inNode('nft', ['add', 'set', 'ip', 'kube-router-filter-ipv4', clash, '{ type ipv4_addr; size 1; }']);
     world.policy('web', 'clash', spec);
