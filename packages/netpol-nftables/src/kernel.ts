@@ -99,7 +99,7 @@ export class KernelApplier {
   /** What the last stale-object sweep saw wanted; undefined after a read-back, when everything is a candidate. */
   #swept: WantedObjects | undefined;
   /** `<family>\0<set name>` of every set a transaction of the running apply() wrote. */
-  #setsWritten = new Set<string>();
+  #writtenSets = new Set<string>();
   #fresh = false;
 
   constructor(options: KernelApplierOptions) {
@@ -148,7 +148,7 @@ export class KernelApplier {
     if (!this.#fresh) await this.refresh();
     const failed = new Map<string, unknown>();
     const counters = { transactions: 0, chainsWritten: 0, setsWritten: 0, deleted: 0 };
-    this.#setsWritten = new Set();
+    this.#writtenSets = new Set();
     const slice = timeSlicer(progress);
     const { families } = this.#options;
 
@@ -187,9 +187,10 @@ export class KernelApplier {
       const foundation = this.#foundation(desired, [family]);
       const units = await this.#policyUnits(desired, slice, [family]);
       const dispatch = this.#dispatch(this.#nodes(desired, new Set(), [family]), foundation.chainNames);
-      const lines = assemble([...foundation.parts, ...units.map((unit) => unit.part), ...dispatch.parts]);
+      const carried = await this.#unitParts(units, slice);
+      const lines = assemble([...foundation.parts, ...carried.parts, ...dispatch.parts]);
       if (lines.length === 0) continue;
-      const script = { family, lines, units, writes: [...foundation.writes, ...units, ...dispatch.writes] };
+      const script = { family, lines, units, writes: [...foundation.writes, ...carried.writes, ...dispatch.writes] };
       if (scriptSize(lines) < COMBINE_BELOW_CHARACTERS) held.push(script);
       else attempts.push(send([script]));
       await slice();
@@ -283,11 +284,9 @@ export class KernelApplier {
   /** Each (policy, family) whose chains or sets differ from the kernel's, with the table part that makes them equal. */
   async #policyUnits(desired: DesiredState, slice: () => Promise<void> | undefined, families: readonly IpFamily[]): Promise<Unit[]> {
     const units: Unit[] = [];
-    // A set that several policies share has the same elements in each of their renders: compared once per family,
-    // and written by the first unit that has it (see #unitParts for the fallback's steps).
-    const differs = new Map(families.map((family) => [family, new Map<string, boolean>()] as const));
-    const claimed = new Set<string>();
-    const firstRenders = new Map<string, SetRender>();
+    // A set that several policies share has the same elements in each of their renders: compared with the kernel's
+    // once per family (#unitParts then writes it once).
+    const compared = new Map<string, { first: SetRender; differing: boolean }>();
     for (const policy of desired.policies) {
       for (const family of families) {
         const render = policy.families[family];
@@ -295,29 +294,19 @@ export class KernelApplier {
         const key = `${policy.id}\0${family}`;
         if (this.#inKernel.get(key) === render) continue;
         const state = this.#family(family);
-        const compared = differs.get(family) as Map<string, boolean>;
         const chains = render.chains.filter((candidate) => !sameChain(state.chains.get(candidate.name), candidate));
         const sets = render.sets.filter((candidate) => {
-          let differing = compared.get(candidate.name);
-          if (differing === undefined) {
-            compared.set(candidate.name, (differing = !sameSet(state.sets.get(candidate.name), candidate, family)));
-            firstRenders.set(`${family}\0${candidate.name}`, candidate);
-          } else {
-            this.#checkShared(firstRenders.get(`${family}\0${candidate.name}`), candidate, policy.id);
-          }
-          return differing;
+          const key = `${family}\0${candidate.name}`;
+          let seen = compared.get(key);
+          if (seen === undefined) compared.set(key, (seen = { first: candidate, differing: !sameSet(state.sets.get(candidate.name), candidate, family) }));
+          else this.#checkShared(seen.first, candidate, policy.id);
+          return seen.differing;
         });
         if (chains.length === 0 && sets.length === 0) {
           this.#inKernel.set(key, render);
           continue;
         }
-        const unclaimed = sets.filter((set) => {
-          const claim = `${family}\0${set.name}`;
-          if (claimed.has(claim)) return false;
-          claimed.add(claim);
-          return true;
-        });
-        units.push({ policy: policy.id, family, render, chains, sets, part: this.#unitScript(family, chains, unclaimed) });
+        units.push({ policy: policy.id, family, render, chains, sets });
       }
       const due = slice();
       if (due) await due;
@@ -360,11 +349,10 @@ export class KernelApplier {
   async #applyUnits(units: readonly Unit[], failed: Map<string, unknown>, counters: Counters): Promise<void> {
     if (units.length === 0) return;
     try {
-      await this.#transaction(assemble(this.#unitParts(units)), counters);
-      for (const unit of units) {
-        this.#wrote(unit.family, unit.chains, unit.sets, counters);
-        this.#inKernel.set(`${unit.policy}\0${unit.family}`, unit.render);
-      }
+      const carried = await this.#unitParts(units);
+      await this.#transaction(assemble(carried.parts), counters);
+      for (const write of carried.writes) this.#wrote(write.family, write.chains, write.sets, counters);
+      for (const unit of units) this.#inKernel.set(`${unit.policy}\0${unit.family}`, unit.render);
     } catch (error) {
       if (!isRefusal(error)) throw new NotRefused(error);
       if (units.length === 1) {
@@ -381,24 +369,30 @@ export class KernelApplier {
   }
 
   /**
-   * The units' table parts for a step of the fallback, against what the kernel holds now. A set that several
-   * policies share (it is named by its selectors or its ipBlocks, not by a rule) goes into the transaction once, with
-   * the first unit that needs it, whether or not that unit carried it in the first transaction; and not at all when a
-   * step before has made it as wanted already: its element changes were worked out before, and deleting an element
-   * twice would be refused.
+   * The units' table parts against what the kernel holds now, and what each writes. A set that several policies
+   * share (it is named by its selectors or its ipBlocks, not by a rule) goes into the transaction once, with the
+   * first unit that needs it; in a step of the fallback that may be another unit than in the first transaction, and
+   * a set an earlier step made as wanted goes in with none: its element changes were worked out before, and deleting
+   * an element twice would be refused.
    */
-  #unitParts(units: readonly Unit[]): TablePart[] {
+  async #unitParts(units: readonly Unit[], slice?: () => Promise<void> | undefined): Promise<{ parts: TablePart[]; writes: Write[] }> {
     const claimed = new Set<string>();
-    return units.map((unit) => {
+    const parts: TablePart[] = [];
+    const writes: Write[] = [];
+    for (const unit of units) {
       const state = this.#family(unit.family);
       const sets = unit.sets.filter((set) => {
         const key = `${unit.family}\0${set.name}`;
         if (claimed.has(key)) return false;
         claimed.add(key);
-        return !this.#setsWritten.has(key) || !sameSet(state.sets.get(set.name), set, unit.family);
+        return !this.#writtenSets.has(key) || !sameSet(state.sets.get(set.name), set, unit.family);
       });
-      return this.#unitScript(unit.family, unit.chains, sets);
-    });
+      parts.push(this.#unitScript(unit.family, unit.chains, sets));
+      writes.push({ family: unit.family, chains: unit.chains, sets });
+      const due = slice?.();
+      if (due) await due;
+    }
+    return { parts, writes };
   }
 
   /**
@@ -429,7 +423,7 @@ export class KernelApplier {
     for (const written of chains) state.chains.set(written.name, { digest: written.digest, ruleCount: written.rules.length });
     for (const set of sets) {
       state.sets.set(set.name, knownSetOf(set, family));
-      this.#setsWritten.add(`${family}\0${set.name}`);
+      this.#writtenSets.add(`${family}\0${set.name}`);
     }
     counters.chainsWritten += chains.length;
     counters.setsWritten += sets.length;
@@ -667,10 +661,8 @@ interface Unit {
   readonly family: IpFamily;
   readonly render: PolicyFamilyRender;
   readonly chains: readonly ChainRender[];
-  /** The policy's sets that differed from the kernel's when the unit was made. */
+  /** The policy's sets that differed from the kernel's when the unit was made (shared ones too; see #unitParts). */
   readonly sets: readonly SetRender[];
-  /** Its table part in a transaction with the units made before it (a shared set only in the first that has it). */
-  readonly part: TablePart;
 }
 
 interface Write {
