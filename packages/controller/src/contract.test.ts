@@ -52,6 +52,19 @@ describe('ReleaseStack (what a contract setup defers)', () => {
     await stack.releaseAll();
     expect(released).toHaveLength(3);
   });
+
+  it('joins several failures instead of keeping the first', async () => {
+    const stack = new ReleaseStack();
+    stack.defer(() => {
+      throw new Error('netns busy');
+    });
+    stack.defer(() => {
+      throw new Error('server would not close');
+    });
+    const failure = await stack.releaseAll().then(() => undefined, (error: unknown) => error);
+    expect(failure).toBeInstanceOf(AggregateError);
+    expect((failure as AggregateError).errors.map((error: Error) => error.message)).toEqual(['server would not close', 'netns busy']);
+  });
 });
 
 // The suite's own options check, run on a plugin with a strict schema (the other checks run in sync-controller.test.ts).

@@ -87,16 +87,24 @@ export class ReleaseStack {
 
   async releaseAll(): Promise<void> {
     const releases = this.#releases.splice(0).reverse();
-    let failure: { error: unknown } | undefined;
-    for (const release of releases) {
-      try {
-        await release();
-      } catch (error) {
-        failure ??= { error };
-      }
-    }
-    if (failure) throw failure.error;
+    const failures: unknown[] = [];
+    for (const release of releases) await attempt(release, failures);
+    throwJoined(failures, 'several deferred releases failed');
   }
+}
+
+async function attempt(step: () => unknown, failures: unknown[]): Promise<void> {
+  try {
+    await step();
+  } catch (error) {
+    failures.push(error);
+  }
+}
+
+/** One failure as it is; several joined, none dropped. */
+function throwJoined(failures: readonly unknown[], message: string): void {
+  if (failures.length === 1) throw failures[0];
+  if (failures.length > 1) throw new AggregateError(failures, message);
 }
 
 export function runControllerContractSuite(options: ContractSuiteOptions): void {
@@ -112,19 +120,17 @@ export function runControllerContractSuite(options: ContractSuiteOptions): void 
       const h = harness;
       harness = undefined;
       // The world is torn down whatever heal or stop say, so a failing harness never leaks namespaces or daemons; what
-      // the setup deferred goes even when the setup itself failed.
-      try {
-        if (h) {
-          try {
-            await h.faults.heal();
-            await h.controller.stop();
-          } finally {
-            await h.teardown();
-          }
-        }
-      } finally {
-        await deferred.releaseAll();
+      // the setup deferred goes even when the setup itself failed. Every step's failure is reported.
+      const failures: unknown[] = [];
+      if (h) {
+        await attempt(async () => {
+          await h.faults.heal();
+          await h.controller.stop();
+        }, failures);
+        await attempt(() => h.teardown(), failures);
       }
+      await attempt(() => deferred.releaseAll(), failures);
+      throwJoined(failures, 'the contract test could not be torn down cleanly');
     });
 
     const schemaCheck = options.plugin;
