@@ -295,6 +295,26 @@ describe('KernelApplier (nftables)', () => {
     expect(transactions(runner)[0]?.match(/^delete element .*\{ 10\.0\.0\.9 \}$/gm)).toHaveLength(1);
   });
 
+  it('reports both tables\' failures when both transactions fail without nft refusing them', async () => {
+    const runner = new TimedRunner(
+      new RecordingRunner()
+        .on((spec) => (spec.input ?? '').includes('kube-router-filter-ipv4'), { timedOut: true })
+        .on((spec) => (spec.input ?? '').includes('kube-router-filter-ipv6') && !(spec.input ?? '').includes('kube-router-filter-ipv4'), {
+          exitCode: 1,
+          stderr: 'exec of "nft" failed: No such file or directory',
+        }),
+      1,
+    );
+    // Large enough that each table goes by a transaction of its own.
+    const many = Array.from({ length: 400 }, (_, index) =>
+      policy(`web/p${index}`, { podSelector: { matchLabels: { app: 'server' } }, ingress: [{ ports: [{ port: 1000 + index }] }] }),
+    );
+    const result = await dualStackApplier(runner).apply(desiredFor(many, ['ipv4', 'ipv6']));
+    expect(result.writeFailure).toBeInstanceOf(AggregateError);
+    expect((result.writeFailure as AggregateError).errors).toHaveLength(2);
+    expect(result.failedPolicies.size).toBe(0);
+  });
+
   it('calls only nft\'s own refusal a refusal: entering the namespace failing stops the sync like a timeout', async () => {
     const runner = new RecordingRunner().on((spec) => (spec.args ?? []).includes('-f'), {
       exitCode: 1,

@@ -157,7 +157,7 @@ export class KernelApplier {
     // next one's script is built, and with an Nft per family the two nft processes overlap as well. Small scripts
     // (an event's element change) are the exception: every nft process first reads every chain and set of the
     // namespace, both tables', which then costs more than the script itself, so they go together in one process.
-    let writeFailure: unknown;
+    const writeFailures: unknown[] = [];
     const send = (scripts: readonly FamilyScript[]): { scripts: readonly FamilyScript[]; outcome: Promise<boolean> } => {
       const lines = scripts.flatMap((script) => script.lines);
       const sent = scripts.map((script) => script.family);
@@ -172,7 +172,7 @@ export class KernelApplier {
         (error: unknown) => {
           if (!isRefusal(error)) {
             // Not the script's fault: writing it in steps would find no culprit. The sync stops writing below.
-            writeFailure ??= error;
+            writeFailures.push(error);
             return true;
           }
           this.#options.logger.debug({ err: error, families: sent }, 'the sync transaction was refused; writing it in steps to find what failed');
@@ -213,7 +213,10 @@ export class KernelApplier {
       this.#fresh = false;
       return { failedPolicies: failed, writeFailure: error, staleFailures: new Map(), ...counters };
     };
-    if (writeFailure !== undefined) return stopped(writeFailure);
+    // Both tables' failures, when both failed (one timed out, the other could not run): none is dropped.
+    if (writeFailures.length > 0) {
+      return stopped(writeFailures.length === 1 ? writeFailures[0] : new AggregateError(writeFailures, 'the transactions of both tables failed'));
+    }
 
     let nodeFailure: unknown;
     let nodes = this.#nodes(desired, new Set(), families);
