@@ -1,4 +1,5 @@
 import ipaddr from 'ipaddr.js';
+import { inCidrs, parseCidrs } from './cidrs.js';
 
 /** The ranges of kube-router's --strict-external-ip-validation: its --service-external-ip-range, --loadbalancer-ip-range and --service-cluster-ip-range. */
 export interface ServiceAddressRanges {
@@ -20,27 +21,20 @@ export type ValidatedAddressKind = 'externalip' | 'loadbalancerip';
  */
 export function serviceAddressValidator(ranges: ServiceAddressRanges): (kind: ValidatedAddressKind, address: string) => string | undefined {
   const parsed = {
-    externalip: parseRanges(ranges.externalIpRanges),
-    loadbalancerip: parseRanges(ranges.loadBalancerIpRanges),
-    cluster: parseRanges(ranges.clusterIpRanges),
+    externalip: parseValid(ranges.externalIpRanges),
+    loadbalancerip: parseValid(ranges.loadBalancerIpRanges),
+    cluster: parseValid(ranges.clusterIpRanges),
   };
   return (kind, address) => {
     const flag = kind === 'externalip' ? '--service-external-ip-range' : '--loadbalancer-ip-range';
     if (!ipaddr.isValid(address)) return 'it is not an IP address';
     if (parsed[kind].length === 0) return `no ${flag} is configured (strict validation denies every ${kind})`;
-    if (inRanges(address, parsed.cluster)) return 'it lies in --service-cluster-ip-range';
-    if (!inRanges(address, parsed[kind])) return `it is not within ${flag}`;
+    if (inCidrs(address, parsed.cluster)) return 'it lies in --service-cluster-ip-range';
+    if (!inCidrs(address, parsed[kind])) return `it is not within ${flag}`;
     return undefined;
   };
 }
 
-type Range = [ipaddr.IPv4 | ipaddr.IPv6, number];
-
-function parseRanges(cidrs: readonly string[]): Range[] {
-  return cidrs.flatMap((cidr) => (ipaddr.isValidCIDR(cidr) ? [ipaddr.parseCIDR(cidr)] : []));
-}
-
-function inRanges(address: string, ranges: readonly Range[]): boolean {
-  const parsed = ipaddr.process(address);
-  return ranges.some(([network, length]) => network.kind() === parsed.kind() && parsed.match(network, length));
+function parseValid(cidrs: readonly string[]) {
+  return parseCidrs(cidrs.filter((cidr) => ipaddr.isValidCIDR(cidr)));
 }

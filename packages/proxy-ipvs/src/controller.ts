@@ -6,7 +6,8 @@ import type { CommandRunner, IpFamily, IpvsDestinationConnections, IpvsVirtualSe
 import { Dataplane, PROXY_SYSCTLS } from './dataplane.js';
 import { HealthCheckServers } from './health-check-servers.js';
 import { ProxyMetrics } from './metrics.js';
-import { buildProxyModel, inCidrs, parseCidrs } from './model.js';
+import { inCidrs, parseCidrs } from '@kube-router/kube';
+import { buildProxyModel } from './model.js';
 import type { DesiredVirtualServer, ProxyModel } from './model.js';
 import type { ResolvedProxyIpvsOptions } from './options.js';
 import { drainKey, planIpvs } from './plan.js';

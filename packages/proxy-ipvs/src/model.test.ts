@@ -110,6 +110,21 @@ describe('buildProxyModel', () => {
     expect(ids(v4Only)).toEqual(['tcp/10.96.0.2/80']);
   });
 
+  it('makes an externalIP or LoadBalancer IP that is not an address a problem of its Service, programming the rest', () => {
+    const m = model(
+      [
+        svc('bad', { type: 'LoadBalancer', externalIPs: ['203.0.113.5', 'not-an-ip'] }, {}, { loadBalancer: { ingress: [{ ip: '198.51.100.300' }, { ip: '198.51.100.1' }] } }),
+        svc('good', { clusterIP: '10.96.0.2' }),
+      ],
+      [],
+    );
+    expect(ids(m)).toEqual(['tcp/10.96.0.1/80', 'tcp/10.96.0.2/80', 'tcp/198.51.100.1/80', 'tcp/203.0.113.5/80']);
+    expect(m.problems.map((problem) => [problem.owner, problem.reason, problem.message])).toEqual([
+      ['ns/bad', 'InvalidServiceAddress', 'externalip "not-an-ip" is not an IP address'],
+      ['ns/bad', 'InvalidServiceAddress', 'loadbalancerip "198.51.100.300" is not an IP address'],
+    ]);
+  });
+
   it('binds NodePorts to every local address with --nodeport-bindon-all-ip', () => {
     const m = model([svc('np', { type: 'NodePort', ports: [{ name: 'http', protocol: 'TCP', port: 80, nodePort: 30080 }] })], [], {}, true);
     expect(ids(m)).toEqual(['tcp/10.0.2.15/30080', 'tcp/10.96.0.1/80', 'tcp/192.168.1.10/30080']);

@@ -118,12 +118,22 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
         if (why) refused.push({ owner, reason: 'InvalidServiceAddress', message: `${kind} ${address} is not programmed: ${why}` });
         return why === undefined;
       });
-    const externalIps = validated('externalip', (svc.spec?.externalIPs ?? []).filter(isIp));
+    // An address that is not one is a problem of this Service (a Warning, a failed sync); its other addresses stand.
+    const addresses = (kind: ValidatedAddressKind, candidates: readonly string[]) =>
+      candidates.filter((address) => {
+        if (isIp(address)) return true;
+        problems.push({ owner, reason: 'InvalidServiceAddress', message: `${kind} ${JSON.stringify(address)} is not an IP address` });
+        return false;
+      });
+    const externalIps = validated('externalip', addresses('externalip', svc.spec?.externalIPs ?? []));
     const lbIps = validated(
       'loadbalancerip',
       annotations[ANNOTATIONS.skipLoadBalancerIps] === 'true' || ANNOTATIONS.skipLoadBalancerIps in annotations
         ? []
-        : (svc.status?.loadBalancer?.ingress ?? []).filter((ingress) => ingress.ip && ingress.ipMode !== 'Proxy').map((ingress) => ingress.ip as string),
+        : addresses(
+            'loadbalancerip',
+            (svc.status?.loadBalancer?.ingress ?? []).filter((ingress) => ingress.ip && ingress.ipMode !== 'Proxy').map((ingress) => ingress.ip as string),
+          ),
     );
     let localEndpointsForHealth = 0;
 
@@ -273,12 +283,3 @@ function isIp(text: string | undefined): text is string {
   return text !== undefined && text !== '' && ipaddr.isValid(text);
 }
 
-/** Whether an address lies in one of the CIDRs (--excluded-cidrs). */
-export function inCidrs(address: string, cidrs: readonly [ipaddr.IPv4 | ipaddr.IPv6, number][]): boolean {
-  const parsed = ipaddr.parse(address);
-  return cidrs.some(([network, bits]) => network.kind() === parsed.kind() && parsed.match(network, bits));
-}
-
-export function parseCidrs(cidrs: readonly string[]): [ipaddr.IPv4 | ipaddr.IPv6, number][] {
-  return cidrs.map((cidr) => ipaddr.parseCIDR(cidr));
-}

@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { createProxyController, PROXY_CONTROLLER } from './controller.js';
 import type { ProxySources } from './controller.js';
 import { Dataplane } from './dataplane.js';
-import { inCidrs, parseCidrs } from './model.js';
+import { inCidrs, parseCidrs } from '@kube-router/kube';
 import { proxyIpvsOptions } from './options.js';
 import type { ResolvedProxyIpvsOptions } from './options.js';
 
