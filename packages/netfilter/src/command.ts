@@ -77,6 +77,14 @@ export class CommandError extends Error {
     this.hint = details.hint;
   }
 
+  /**
+   * The tool ran to its end and exited non-zero: it said no to what it was given. Not a timeout, a signal, a spawn
+   * that failed or a runner that refused to start it, which say nothing about the input.
+   */
+  get ranAndFailed(): boolean {
+    return this.exitCode !== null && this.exitCode !== 0 && !this.timedOut && this.signal === null && this.spawnError === undefined && this.notRunBecause === undefined;
+  }
+
   /** The same failure with context added to its message (the error stays a CommandError with every field). */
   withHint(hint: string): CommandError {
     return new CommandError({ ...this.details(), hint: this.hint ? `${this.hint}; ${hint}` : hint });

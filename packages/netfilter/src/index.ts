@@ -30,7 +30,7 @@ export type { IpsetMember, IpsetSpec, IpsetType } from './ipset-script.js';
 export { parseIpsetNames, parseIpsetSave } from './ipset-save.js';
 export type { SavedIpset } from './ipset-save.js';
 
-export { Nft } from './nft.js';
+export { Nft, isNftRefusal } from './nft.js';
 export type { NftOptions } from './nft.js';
 export { parseNftJson } from './nft-json.js';
 export type { NftChain, NftMap, NftRule, NftRuleset, NftSet, NftTable } from './nft-json.js';

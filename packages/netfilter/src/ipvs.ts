@@ -72,7 +72,7 @@ export class Ipvsadm {
       return { lines: lines.length, stderr: result.stderr.trim(), durationMs: result.durationMs };
     } catch (error) {
       // It exits non-zero when the last line was refused: still a partial apply, told apart by re-reading the state.
-      if (error instanceof CommandError && error.exitCode !== null && !error.timedOut && error.stderr.trim() !== '') {
+      if (error instanceof CommandError && error.ranAndFailed && error.stderr.trim() !== '') {
         return { lines: lines.length, stderr: error.stderr.trim(), durationMs: Math.round(performance.now() - started) };
       }
       throw error;

@@ -77,3 +77,12 @@ function holdingAll<T>(locks: readonly Mutex[], task: () => Promise<T>): Promise
 function isLockList(lock: Mutex | readonly Mutex[]): lock is readonly Mutex[] {
   return Array.isArray(lock);
 }
+
+/**
+ * nft ran and refused the script: the kernel (or nft's own checks) said no, and nothing of it was committed. nft
+ * exits 1 with `Error: ...` lines then; its 2 (no memory) and 3 (no netlink) are not about the script, nor is
+ * `ip netns exec` failing to enter the namespace or to start nft (exit 255, or 1 without `Error:`).
+ */
+export function isNftRefusal(error: unknown): boolean {
+  return error instanceof CommandError && error.ranAndFailed && error.exitCode === 1 && /\bError: /.test(error.stderr);
+}

@@ -1,6 +1,6 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { IpFamily } from '@kube-router/netpol';
-import { CommandError } from '@kube-router/netfilter';
+import { CommandError, isNftRefusal } from '@kube-router/netfilter';
 import type { Nft, NftRuleset } from '@kube-router/netfilter';
 import type { Logger } from 'pino';
 import { canonicalIntervals } from './interval.js';
@@ -170,7 +170,7 @@ export class KernelApplier {
           return true;
         },
         (error: unknown) => {
-          if (!isRefusal(error)) {
+          if (!isNftRefusal(error)) {
             // Not the script's fault: writing it in steps would find no culprit. The sync stops writing below.
             writeFailures.push(error);
             return true;
@@ -229,7 +229,7 @@ export class KernelApplier {
           await this.#transaction(assemble(foundation.parts), counters);
           for (const write of foundation.writes) this.#wrote(write.family, write.chains, write.sets, counters);
         } catch (error) {
-          if (!isRefusal(error)) return stopped(error);
+          if (!isNftRefusal(error)) return stopped(error);
           // Then nothing else can be written: the policies fail with their own errors, the dispatch with this.
           this.#options.logger.warn({ err: error }, 'could not write the shared chains');
           this.#fresh = false;
@@ -357,7 +357,7 @@ export class KernelApplier {
       for (const write of carried.writes) this.#wrote(write.family, write.chains, write.sets, counters);
       for (const unit of units) this.#inKernel.set(`${unit.policy}\0${unit.family}`, unit.render);
     } catch (error) {
-      if (!isRefusal(error)) throw new NotRefused(error);
+      if (!isNftRefusal(error)) throw new NotRefused(error);
       if (units.length === 1) {
         const unit = units[0] as Unit;
         this.#options.logger.warn({ err: error, policy: unit.policy, family: unit.family }, 'the kernel refused a policy');
@@ -498,7 +498,7 @@ export class KernelApplier {
       doomed.forEach(forget);
     } catch (error) {
       // One at a time only finds the object nft refuses to delete; a timeout would only come again for each of them.
-      if (!isRefusal(error)) {
+      if (!isNftRefusal(error)) {
         for (const item of doomed) failures.set(`${item.family}/${item.name}`, error);
         return;
       }
@@ -548,24 +548,6 @@ export class KernelApplier {
     if (!state) this.#state.set(family, (state = { tableExists: false, chains: new Map(), sets: new Map() }));
     return state;
   }
-}
-
-/**
- * nft ran and refused the script: the kernel (or nft's own checks) said no, and nothing of it was committed. A
- * timeout, a stopped runner or an nft that could not be run says nothing about the script.
- */
-function isRefusal(error: unknown): boolean {
-  // nft exits 1 with `Error: ...` lines when it refuses a script; 2 (no memory) and 3 (no netlink) are not about the
-  // script, nor is `ip netns exec` failing to enter the namespace or to start nft (exit 1 or 255, no `Error:`).
-  return (
-    error instanceof CommandError &&
-    error.exitCode === 1 &&
-    /\bError: /.test(error.stderr) &&
-    !error.timedOut &&
-    error.signal === null &&
-    error.spawnError === undefined &&
-    error.notRunBecause === undefined
-  );
 }
 
 /** Carries a failure that is not a refusal out of the fallback's halving, which only halves refusals. */
