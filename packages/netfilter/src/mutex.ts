@@ -1,5 +1,9 @@
 /** A FIFO async mutex: callers of runExclusive run one at a time, in the order they asked. */
+let created = 0;
+
 export class Mutex {
+  /** @internal The order in which code that holds several locks takes them (`Nft`): one order, no deadlock. */
+  readonly order = created++;
   #tail: Promise<void> = Promise.resolve();
   #holders = 0;
 

@@ -31,8 +31,10 @@ export class Nft {
     this.netns = options.netns;
     this.#timeoutMs = options.timeoutMs ?? 60_000;
     const lock = options.lock ?? toolLocks.nft;
-    // By shape, not class: a second copy of this package in a consumer's tree makes other Mutex classes.
-    this.#locks = isLockList(lock) ? [...lock] : [lock];
+    // By shape, not class: a second copy of this package in a consumer's tree makes other Mutex classes. Several
+    // locks are taken in the order they were made, whatever order they are given in, so that two Nfts holding the
+    // same locks never wait for each other.
+    this.#locks = isLockList(lock) ? [...new Set(lock)].sort((a, b) => (a.order ?? 0) - (b.order ?? 0)) : [lock];
     if (this.#locks.length === 0) throw new Error('Nft: lock must name at least one mutex (none would serialise nothing)');
     this.#command = options.command ?? 'nft';
   }

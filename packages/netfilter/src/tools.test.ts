@@ -116,4 +116,21 @@ describe('tool runners with a recording runner', () => {
       'end 4 again',
     ]);
   });
+
+  it('Nfts given the same locks in other orders take them in one order, so that they never wait for each other', async () => {
+    const runner = new RecordingRunner().on('nft -f', async () => {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      return {};
+    });
+    const [four, six] = [new Mutex(), new Mutex()];
+    const ipv4 = new Nft({ runner, lock: four });
+    const ipv6 = new Nft({ runner, lock: six });
+    const forward = new Nft({ runner, lock: [four, six] });
+    const backward = new Nft({ runner, lock: [six, four, six] });
+    // With the locks taken as given, forward would hold the IPv4 table waiting for the IPv6 one while backward held
+    // the IPv6 table waiting for the IPv4 one (the one-table writes keep both busy so that both get their first).
+    const all = Promise.all([ipv4.apply('4'), ipv6.apply('6'), forward.apply('46'), backward.apply('64'), ipv4.apply('4'), ipv6.apply('6')]);
+    const timedOut = new Promise((resolve) => setTimeout(() => resolve('deadlock'), 2_000));
+    expect(await Promise.race([all.then(() => 'done'), timedOut])).toBe('done');
+  });
 });
