@@ -1,0 +1,111 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CommandError } from './command.js';
+import { ExecRunner } from './exec-runner.js';
+import { HelperLauncher } from './launcher.js';
+
+/** Alive means running or sleeping; a zombie waiting for its parent to reap it is already dead. */
+async function processAlive(pid: number): Promise<boolean> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+/** The pid of the process that spawned the command: the helper, or this process. */
+async function spawnerOf(runner: ExecRunner): Promise<number> {
+  return Number((await runner.run({ command: 'sh', args: ['-c', 'echo $PPID'] })).stdout.trim());
+}
+
+async function waitForLines(path: string, count: number): Promise<number[]> {
+  for (;;) {
+    const lines = (await readFile(path, 'utf8').catch(() => '')).trim().split('\n').filter(Boolean);
+    if (lines.length >= count) return lines.map(Number);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe('ExecRunner spawning', () => {
+  let directory = '';
+  beforeAll(async () => {
+    directory = await mkdtemp(join(tmpdir(), 'krt-launcher-'));
+  });
+  afterAll(async () => {
+    await rm(directory, { recursive: true, force: true });
+  });
+
+  it('spawns from a helper process by default, and from this process when told to', async () => {
+    const helper = await spawnerOf(new ExecRunner());
+    expect(helper).not.toBe(process.pid);
+    expect(await readFile(`/proc/${helper}/cmdline`, 'utf8')).toContain('-e');
+    // One helper for every runner of the process.
+    expect(await spawnerOf(new ExecRunner())).toBe(helper);
+    expect(await spawnerOf(new ExecRunner({ spawnFrom: 'in-process' }))).toBe(process.pid);
+  });
+
+  it('keeps the event loop free while commands start, however large this process is', async () => {
+    // Each spawn copies the spawning process's page tables: from a process of a few hundred MiB, milliseconds.
+    const ballast = Array.from({ length: 2_000_000 }, (_, index) => ({ index, text: `object ${index}` }));
+    const blockedFor = async (runner: ExecRunner) => {
+      await runner.run({ command: 'true' });
+      const blocked: number[] = [];
+      for (let i = 0; i < 11; i++) {
+        const started = performance.now();
+        const result = runner.run({ command: 'true', input: 'x'.repeat(200_000) });
+        blocked.push(performance.now() - started);
+        await result;
+      }
+      return blocked.sort((a, b) => a - b)[5] as number;
+    };
+    const fromHelper = await blockedFor(new ExecRunner());
+    const inProcess = await blockedFor(new ExecRunner({ spawnFrom: 'in-process' }));
+    expect(ballast.length).toBe(2_000_000);
+    expect(fromHelper).toBeLessThan(inProcess / 2);
+  });
+
+  it('fails the commands of a helper that died, saying so, and starts a new helper for the next command', async () => {
+    const runner = new ExecRunner({ launcher: new HelperLauncher() });
+    const first = await spawnerOf(runner);
+    const pidFile = join(directory, 'orphan.pid');
+    const running = runner.run({ command: 'sh', args: ['-c', `echo $$ > ${pidFile}; exec sleep 30`], timeoutMs: 20_000 }).catch((e: unknown) => e);
+    const [sleeper] = await waitForLines(pidFile, 1);
+    try {
+      process.kill(first, 'SIGKILL');
+      const error = await running;
+      expect(error).toBeInstanceOf(CommandError);
+      expect((error as CommandError).message).toMatch(/could not start: the command helper exited \(SIGKILL\)/);
+      const second = await spawnerOf(runner);
+      expect(second).not.toBe(first);
+      expect(second).not.toBe(process.pid);
+    } finally {
+      // Killed with SIGKILL, the helper could not end what it ran.
+      if (sleeper && (await processAlive(sleeper))) process.kill(sleeper, 'SIGKILL');
+    }
+  });
+
+  it('goes, ending what it runs, when the process it serves dies', async () => {
+    const pidFile = join(directory, 'served.pids');
+    const source = fileURLToPath(new URL('./exec-runner.ts', import.meta.url));
+    const script = `
+      const { ExecRunner } = await import(${JSON.stringify(source)});
+      new ExecRunner().run({ command: 'sh', args: ['-c', 'echo $PPID > ${pidFile}; echo $$ >> ${pidFile}; exec sleep 30'] });
+      setInterval(() => {}, 1000);
+    `;
+    const served = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: 'ignore' });
+    try {
+      const [helper, command] = (await waitForLines(pidFile, 2)) as [number, number];
+      expect(helper).not.toBe(served.pid);
+      served.kill('SIGKILL');
+      await expect.poll(() => processAlive(helper), { timeout: 5_000 }).toBe(false);
+      await expect.poll(() => processAlive(command), { timeout: 5_000 }).toBe(false);
+    } finally {
+      served.kill('SIGKILL');
+    }
+  });
+});
