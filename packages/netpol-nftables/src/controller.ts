@@ -53,6 +53,20 @@ export function createNetpolNftablesController(
   const warnings = new PolicyWarnings((...args) => deps.sources.warnPolicy(...args));
   const exclusive = new Mutex();
   let leftoversRemoved = !options.removeIptablesLeftovers;
+  const searchLeftovers = (): Promise<{ found?: IptablesLeftovers; error?: unknown }> =>
+    findIptablesLeftovers({
+      runner: deps.runner,
+      families,
+      backend: options.iptablesBackend,
+      ...(options.netns === undefined ? {} : { netns: options.netns }),
+      timeoutMs: options.commandTimeoutMs,
+    }).then((found) => ({ found }), (error: unknown) => ({ error }));
+  /**
+   * Begun by start(), while the informers list the cluster: three tool runs (ipset, iptables-save, ip6tables-save)
+   * that would otherwise spawn from the event loop and share the CPUs with the first sync's compile. Nothing changes
+   * what they find meanwhile: the iptables backend is not running beside this one.
+   */
+  let leftoversSearch: ReturnType<typeof searchLeftovers> | undefined;
   let unsubscribe: (() => void) | undefined;
 
   const sync = async (progress: () => void, signal: AbortSignal, reason: string): Promise<void> => {
@@ -68,15 +82,9 @@ export function createNetpolNftablesController(
     // policies compile, on another core, instead of after. A failed read is left to apply(), which reads again and
     // reports it. Only the leftovers' removal waits until our tables enforce (nothing changes them meanwhile).
     const tablesRead = applier.ready().catch(() => undefined);
-    const leftovers: Promise<{ found?: IptablesLeftovers; error?: unknown }> | undefined = leftoversRemoved
-      ? undefined
-      : findIptablesLeftovers({
-          runner: deps.runner,
-          families,
-          backend: options.iptablesBackend,
-          ...(options.netns === undefined ? {} : { netns: options.netns }),
-          timeoutMs: options.commandTimeoutMs,
-        }).then((found) => ({ found }), (error: unknown) => ({ error }));
+    // The search start() began serves the first sync; a later sync (the removal failed) searches again.
+    const leftovers = leftoversRemoved ? undefined : (leftoversSearch ?? searchLeftovers());
+    leftoversSearch = undefined;
     // In slices: a full compile of a large cluster would otherwise hold the event loop for seconds (/healthz, watches).
     const model = await compiler.compileAsync({
       pods: deps.sources.pods(),
@@ -158,6 +166,7 @@ export function createNetpolNftablesController(
     ...(options.syncTimeoutMs !== undefined && { syncTimeoutMs: options.syncTimeoutMs }),
     sync: ({ progress, signal, reason }) => exclusive.runExclusive(() => sync(progress, signal, reason)),
     start(startCtx) {
+      if (!leftoversRemoved) leftoversSearch ??= searchLeftovers();
       unsubscribe = deps.sources.onChange(() => startCtx.requestSync('cluster changed'));
     },
     // The tables stay when the agent stops: a restarted agent adopts them, and pods stay protected meanwhile.
