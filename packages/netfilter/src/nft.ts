@@ -39,9 +39,12 @@ export class Nft {
     this.#command = options.command ?? 'nft';
   }
 
-  /** Applies a script with `nft -f -`: all of it commits or none of it does. */
-  async apply(script: string): Promise<void> {
-    await this.#runScript(['-f', '-'], script);
+  /**
+   * Applies a script with `nft -f -`: all of it commits or none of it does. Resolves with nft's result, whose
+   * `durationMs` is nft's own time, without the wait for this Nft's locks.
+   */
+  apply(script: string): Promise<CommandResult> {
+    return this.#runScript(['-f', '-'], script);
   }
 
   /** Checks a script with `nft -c -f -` without changing anything. */
@@ -60,9 +63,9 @@ export class Nft {
     );
   }
 
-  async #runScript(args: readonly string[], script: string): Promise<void> {
+  async #runScript(args: readonly string[], script: string): Promise<CommandResult> {
     try {
-      await this.run(args, script);
+      return await this.run(args, script);
     } catch (error) {
       if (!(error instanceof CommandError)) throw error;
       const blamed = blamedInputLine(error.stderr, script);

@@ -3,6 +3,7 @@ import { IpRoute2 } from './ip.js';
 import { Ipset } from './ipset.js';
 import { Iptables } from './iptables.js';
 import { Mutex } from './mutex.js';
+import { ExecRunner } from './exec-runner.js';
 import { Nft } from './nft.js';
 import { RecordingRunner } from './recording-runner.js';
 
@@ -82,6 +83,22 @@ describe('tool runners with a recording runner', () => {
       ['nft -c -f -', 'add table ip x\n', 1234],
       ['nft -j list tables', undefined, 1234],
     ]);
+  });
+
+  it("an Nft's apply resolves with the command's own duration, not the wait for its lock", async () => {
+    const lock = new Mutex();
+    // `sh -f -` reads its commands from stdin as `nft -f -` does: a real command of a known length.
+    const nft = new Nft({ runner: new ExecRunner(), lock, command: 'sh' });
+    let release: () => void = () => undefined;
+    const holding = lock.runExclusive(() => new Promise<void>((resolve) => (release = resolve)));
+    const started = performance.now();
+    const applied = nft.apply('sleep 0.03\n');
+    setTimeout(() => release(), 200);
+    const result = await applied;
+    await holding;
+    expect(performance.now() - started).toBeGreaterThanOrEqual(200);
+    expect(result.durationMs).toBeGreaterThanOrEqual(25);
+    expect(result.durationMs).toBeLessThan(150);
   });
 
   it('an Nft refuses an empty list of locks, which would serialise nothing', () => {

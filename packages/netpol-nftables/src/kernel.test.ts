@@ -389,6 +389,26 @@ describe('KernelApplier (nftables)', () => {
     expect(written.at(-1)).not.toContain(`jump ${refused}`);
   });
 
+  it('in the fallback, writes each table\'s dispatch alone: one the kernel refuses keeps the other table\'s out no longer', async () => {
+    const refused = policyChainName('web/b', 'ingress', 'ipv4');
+    const ipv6Dispatch = `flush chain ip6 kube-router-filter-ipv6 ${podChainName('web/client', 'ingress', 'ipv6')}`;
+    const refuses = (input: string) => input.includes(`chain ${refused} {`) || input.includes(ipv6Dispatch);
+    const runner = new RecordingRunner().on((spec) => (spec.args ?? []).includes('-f') && refuses(spec.input ?? ''), {
+      exitCode: 1,
+      stderr: 'Error: Could not process rule: Too many open files in system',
+    });
+    const result = await dualStackApplier(runner).apply(desiredFor([a, b], ['ipv4', 'ipv6']));
+    expect([...result.failedPolicies.keys()]).toEqual(['web/b']);
+    expect(String(result.nodeFailure)).toContain('Too many open files');
+    const committed = transactions(runner).filter((script) => !refuses(script));
+    const failedClosed = committed.at(-1) ?? '';
+    // The IPv4 dispatch with b's targets failed closed went in, without the IPv6 one the kernel refused.
+    expect(failedClosed).toContain(`chain ${podChainName('web/client', 'ingress', 'ipv4')} {`);
+    expect(failedClosed).toContain('could not be programmed');
+    expect(failedClosed).not.toContain(`jump ${refused}`);
+    expect(failedClosed).not.toContain('kube-router-filter-ipv6');
+  });
+
   it('deletes what nothing refers to any more: pod chains before policy chains, then sets', async () => {
     const runner = new RecordingRunner();
     const kernel = applier(runner);

@@ -39,7 +39,7 @@ export interface ApplyResult {
 export interface KernelTimings {
   /** Reading a family's table back (`nft -j list table`). */
   list?(family: IpFamily, seconds: number): void;
-  /** One `nft -f` transaction. */
+  /** One `nft -f` transaction, from nft's start to its exit (not the wait for the table's lock). */
   transaction?(seconds: number): void;
 }
 
@@ -222,16 +222,19 @@ export class KernelApplier {
     let nodes = this.#nodes(desired, new Set(), families);
     if (refused.length > 0) {
       // 0. What policy chains refer to (the default chain) and the node's sets and maps: on an empty kernel a policy
-      //    whose rule allows everything cannot be written before them.
+      //    whose rule allows everything cannot be written before them. Each table by a transaction of its own, here
+      //    and in step 2, so that what the kernel refuses in one table never keeps the other one's out.
       const foundation = this.#foundation(desired, refused);
-      if (foundation.parts.length > 0) {
+      for (const [index, part] of foundation.parts.entries()) {
         try {
-          await this.#transaction(assemble(foundation.parts), counters);
-          for (const write of foundation.writes) this.#wrote(write.family, write.chains, write.sets, counters);
+          await this.#transaction(assemble([part]), counters, part.family);
+          const write = foundation.writes[index]!;
+          this.#wrote(write.family, write.chains, write.sets, counters);
         } catch (error) {
           if (!isNftRefusal(error)) return stopped(error);
-          // Then nothing else can be written: the policies fail with their own errors, the dispatch with this.
-          this.#options.logger.warn({ err: error }, 'could not write the shared chains');
+          // Then nothing else of this table can be written: its policies fail with their own errors, its dispatch
+          // with this.
+          this.#options.logger.warn({ err: error, family: part.family }, 'could not write the shared chains');
           this.#fresh = false;
         }
       }
@@ -247,14 +250,19 @@ export class KernelApplier {
       //    in one family fails its pods closed in both, as the families of one policy stand or fall together.
       nodes = this.#nodes(desired, new Set(failed.keys()), families);
       const dispatch = this.#dispatch(nodes, new Map());
-      if (dispatch.parts.length > 0) {
+      const dispatchFailures: unknown[] = [];
+      for (const [index, part] of dispatch.parts.entries()) {
         try {
-          await this.#transaction(assemble(dispatch.parts), counters);
-          for (const write of dispatch.writes) this.#wrote(write.family, write.chains, write.sets, counters);
+          await this.#transaction(assemble([part]), counters, part.family);
+          const write = dispatch.writes[index]!;
+          this.#wrote(write.family, write.chains, write.sets, counters);
         } catch (error) {
-          nodeFailure = error;
+          dispatchFailures.push(error);
           this.#fresh = false;
         }
+      }
+      if (dispatchFailures.length > 0) {
+        nodeFailure = dispatchFailures.length === 1 ? dispatchFailures[0] : new AggregateError(dispatchFailures, 'the dispatch of both tables failed');
       }
     }
     progress();
@@ -516,10 +524,10 @@ export class KernelApplier {
 
   /** One `nft -f`; a family's own Nft when it is given, so that the families' transactions can run at once. */
   async #transaction(lines: readonly string[], counters: Counters, family?: IpFamily | 'both'): Promise<void> {
-    const started = performance.now();
     counters.transactions++;
-    await this.#nft(family).apply(`${lines.join('\n')}\n`);
-    this.#options.timings?.transaction?.((performance.now() - started) / 1000);
+    const { durationMs } = await this.#nft(family).apply(`${lines.join('\n')}\n`);
+    // nft's own time: a transaction queued behind another of its table does not count the wait.
+    this.#options.timings?.transaction?.(durationMs / 1000);
   }
 
   async #list(family: IpFamily): Promise<NftRuleset> {
