@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { serviceAddressValidator } from './service-addresses.js';
+import { z } from 'zod';
+import { serviceAddressValidator, strictServiceAddressOptionFields, strictServiceAddressRanges } from './service-addresses.js';
 
 describe('serviceAddressValidator (--strict-external-ip-validation)', () => {
   const validate = serviceAddressValidator({
@@ -27,5 +28,24 @@ describe('serviceAddressValidator (--strict-external-ip-validation)', () => {
     const noRanges = serviceAddressValidator({ externalIpRanges: [], loadBalancerIpRanges: [], clusterIpRanges: [] });
     expect(noRanges('externalip', '192.0.2.10')).toBe('no --service-external-ip-range is configured (strict validation denies every externalip)');
     expect(noRanges('loadbalancerip', '198.51.100.7')).toMatch(/^no --loadbalancer-ip-range is configured/);
+  });
+});
+
+describe('strictServiceAddressOptionFields and strictServiceAddressRanges', () => {
+  const schema = z.strictObject({ ...strictServiceAddressOptionFields });
+
+  it('defaults to every address allowed, and hands the ranges to the validator only when strict validation is on', () => {
+    const defaults = schema.parse({});
+    expect(defaults).toEqual({ strictExternalIpValidation: false, serviceExternalIpRanges: [], loadBalancerIpRanges: [], serviceClusterIpRanges: [] });
+    expect(strictServiceAddressRanges(defaults)).toBeUndefined();
+    const strict = schema.parse({ strictExternalIpValidation: true, serviceExternalIpRanges: ['192.0.2.0/24'], serviceClusterIpRanges: ['10.96.0.0/12'] });
+    expect(strictServiceAddressRanges(strict)).toEqual({ externalIpRanges: ['192.0.2.0/24'], loadBalancerIpRanges: [], clusterIpRanges: ['10.96.0.0/12'] });
+  });
+
+  it('refuses a range that is not a CIDR, naming the field', () => {
+    const result = schema.safeParse({ loadBalancerIpRanges: ['198.51.100.0/24', '999.0.0.0/8'] });
+    expect(result.success).toBe(false);
+    expect(result.error?.issues[0]?.path).toEqual(['loadBalancerIpRanges', 1]);
+    expect(result.error?.issues[0]?.message).toMatch(/must be a CIDR/);
   });
 });

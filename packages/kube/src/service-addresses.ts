@@ -1,4 +1,5 @@
 import ipaddr from 'ipaddr.js';
+import { z } from 'zod';
 import { inCidrs, parseCidrs } from './cidrs.js';
 
 /** The ranges of kube-router's --strict-external-ip-validation: its --service-external-ip-range, --loadbalancer-ip-range and --service-cluster-ip-range. */
@@ -6,6 +7,44 @@ export interface ServiceAddressRanges {
   readonly externalIpRanges: readonly string[];
   readonly loadBalancerIpRanges: readonly string[];
   readonly clusterIpRanges: readonly string[];
+}
+
+const cidr = z.string().refine((value) => ipaddr.isValidCIDR(value), 'must be a CIDR such as 192.0.2.0/24');
+
+/**
+ * kube-router's --strict-external-ip-validation and its ranges, as every plugin that programs or announces Service
+ * addresses takes them: a plugin's schema spreads these fields into its own, so that they mean the same everywhere.
+ * Off by default in a plugin (every address is used); the agent passes the flag, whose default (true) is
+ * kube-router's.
+ */
+export const strictServiceAddressOptionFields = {
+  /**
+   * --strict-external-ip-validation (kube-router 2.8): use only the externalIPs within serviceExternalIpRanges and the
+   * LoadBalancer IPs within loadBalancerIpRanges, neither inside serviceClusterIpRanges; with no range of a kind, none
+   * of that kind.
+   */
+  strictExternalIpValidation: z.boolean().default(false),
+  /** --service-external-ip-range. */
+  serviceExternalIpRanges: z.array(cidr).default([]),
+  /** --loadbalancer-ip-range. */
+  loadBalancerIpRanges: z.array(cidr).default([]),
+  /** --service-cluster-ip-range. */
+  serviceClusterIpRanges: z.array(cidr).default([]),
+};
+
+/** The validator's ranges when the options turn strict validation on; undefined when every address may be used. */
+export function strictServiceAddressRanges(options: {
+  readonly strictExternalIpValidation: boolean;
+  readonly serviceExternalIpRanges: readonly string[];
+  readonly loadBalancerIpRanges: readonly string[];
+  readonly serviceClusterIpRanges: readonly string[];
+}): ServiceAddressRanges | undefined {
+  if (!options.strictExternalIpValidation) return undefined;
+  return {
+    externalIpRanges: options.serviceExternalIpRanges,
+    loadBalancerIpRanges: options.loadBalancerIpRanges,
+    clusterIpRanges: options.serviceClusterIpRanges,
+  };
 }
 
 /** The kinds of Service address that strict validation checks (cluster IPs are the API server's to allocate). */

@@ -6,7 +6,7 @@ import type { CommandRunner, IpFamily, IpvsDestinationConnections, IpvsVirtualSe
 import { Dataplane, PROXY_SYSCTLS } from './dataplane.js';
 import { HealthCheckServers } from './health-check-servers.js';
 import { ProxyMetrics } from './metrics.js';
-import { inCidrs, parseCidrs } from '@kube-router/kube';
+import { inCidrs, parseCidrs, strictServiceAddressRanges } from '@kube-router/kube';
 import { buildProxyModel } from './model.js';
 import type { DesiredVirtualServer, ProxyModel } from './model.js';
 import type { ResolvedProxyIpvsOptions } from './options.js';
@@ -58,6 +58,8 @@ export function createProxyController(ctx: PluginContext, deps: ProxyControllerD
   if (options.enableIpv4) families.push('ipv4');
   if (options.enableIpv6) families.push('ipv6');
   if (families.length === 0) throw new Error('proxy: enableIpv4 and enableIpv6 are both false');
+  // --strict-external-ip-validation: which externalIPs and LoadBalancer IPs may be programmed; undefined, all of them.
+  const validation = strictServiceAddressRanges(options);
   const excluded = parseCidrs(options.excludedCidrs);
   parseCidrs(options.podCidrs);
   const isExcluded = (address: string) => inCidrs(address, excluded);
@@ -170,13 +172,7 @@ export function createProxyController(ctx: PluginContext, deps: ProxyControllerD
         nodePortBindOnAllIp: options.nodePortBindOnAllIp,
         serviceProxyName: options.serviceProxyName,
         hairpinMode: options.hairpinMode,
-        ...(options.strictExternalIpValidation && {
-          validation: {
-            externalIpRanges: options.serviceExternalIpRanges,
-            loadBalancerIpRanges: options.loadBalancerIpRanges,
-            clusterIpRanges: options.serviceClusterIpRanges,
-          },
-        }),
+        ...(validation && { validation }),
       },
     );
     desired = model.virtualServers;

@@ -1,3 +1,4 @@
+import { strictServiceAddressOptionFields } from '@kube-router/kube';
 import { z } from 'zod';
 
 const cidr = z.string().regex(/^[0-9a-fA-F.:]+\/\d{1,3}$/, 'a CIDR such as 10.96.0.0/12');
@@ -35,18 +36,10 @@ export const proxyIpvsOptions = z.strictObject({
   tcpFinTimeoutSeconds: z.number().int().nonnegative().default(0),
   udpTimeoutSeconds: z.number().int().nonnegative().default(0),
   /**
-   * --strict-external-ip-validation (kube-router 2.8): program only the externalIPs within serviceExternalIpRanges and
-   * the LoadBalancer IPs within loadBalancerIpRanges, neither in serviceClusterIpRanges; with no range of a kind, none
-   * of that kind (default deny). Each refused address is a Warning on its Service. Off here; the agent's flag is on by
-   * default, as in kube-router.
+   * --strict-external-ip-validation and its ranges: only the externalIPs and LoadBalancer IPs they allow are
+   * programmed; each refused address is a Warning on its Service.
    */
-  strictExternalIpValidation: z.boolean().default(false),
-  /** --service-external-ip-range. */
-  serviceExternalIpRanges: z.array(cidr).default([]),
-  /** --loadbalancer-ip-range. */
-  loadBalancerIpRanges: z.array(cidr).default([]),
-  /** --service-cluster-ip-range. */
-  serviceClusterIpRanges: z.array(cidr).default([]),
+  ...strictServiceAddressOptionFields,
   /** --service-proxy-name: Services labelled service.kubernetes.io/service-proxy-name with another value are skipped. */
   serviceProxyName: z.string().default('kube-router'),
   /** healthCheckNodePort servers listen on this address (kube-router: every address). */

@@ -1,5 +1,5 @@
 import { definePlugin, routeSyncServiceKey } from '@kube-router/controller';
-import { KubeServices } from '@kube-router/kube';
+import { KubeServices, strictServiceAddressOptionFields, strictServiceAddressRanges } from '@kube-router/kube';
 import { ExecRunner } from '@kube-router/netfilter';
 import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
@@ -90,19 +90,8 @@ export const routingBgpOptions = z
      * peer resends.
      */
     restartGraceMs: z.number().int().nonnegative().optional(),
-    /**
-     * --strict-external-ip-validation: announce only the externalIPs within serviceExternalIpRanges and the
-     * LoadBalancer IPs within loadBalancerIpRanges, neither inside serviceClusterIpRanges (kube-router's svcip
-     * Validator; with no range of a kind, none of that kind). Default false here: every address is announced. The
-     * agent passes the flag, whose default (true) is kube-router's.
-     */
-    strictExternalIpValidation: z.boolean().default(false),
-    /** --service-external-ip-range. */
-    serviceExternalIpRanges: z.array(cidr).default([]),
-    /** --loadbalancer-ip-range. */
-    loadBalancerIpRanges: z.array(cidr).default([]),
-    /** --service-cluster-ip-range. */
-    serviceClusterIpRanges: z.array(cidr).default([]),
+    /** --strict-external-ip-validation and its ranges: only the Service addresses they allow are announced. */
+    ...strictServiceAddressOptionFields,
     /** --peer-router-ips with -asns, -ports, -passwords: when any, the Nodes' peer annotations are not read. */
     peerRouters: z.array(peerRouter).default([]),
     /** --peer-router-multihop-ttl (0): eBGP multihop with this TTL for the external peers when above 1. */
@@ -130,6 +119,7 @@ export function gobgpApiTarget(options: Pick<ParsedOptions, 'gobgpApiSocket' | '
 }
 
 function settingsOf(options: ParsedOptions): RoutingSettings {
+  const vipValidation = strictServiceAddressRanges(options);
   return {
     syncPeriodMs: options.syncPeriodMs,
     ...(options.minSyncIntervalMs !== undefined && { minSyncIntervalMs: options.minSyncIntervalMs }),
@@ -146,13 +136,7 @@ function settingsOf(options: ParsedOptions): RoutingSettings {
       advertiseExternalIp: options.advertiseExternalIp,
       advertiseLoadBalancerIp: options.advertiseLoadBalancerIp,
     },
-    ...(options.strictExternalIpValidation && {
-      vipValidation: {
-        externalIpRanges: options.serviceExternalIpRanges,
-        loadBalancerIpRanges: options.loadBalancerIpRanges,
-        clusterIpRanges: options.serviceClusterIpRanges,
-      },
-    }),
+    ...(vipValidation && { vipValidation }),
     overrideNextHop: options.overrideNextHop,
     enablePodEgress: options.enablePodEgress,
     apiTarget: gobgpApiTarget(options),
