@@ -26,8 +26,6 @@ const peerRouter = z
   .strict();
 
 /** The plugin's options: kube-router's routing flags under their names, with kube-router's defaults. */
-const cidr = z.string().refine((value) => ipaddr.isValidCIDR(value), 'must be a CIDR such as 192.0.2.0/24');
-
 export const routingBgpOptions = z
   .object({
     /** --routes-sync-period (5m). */
