@@ -37,7 +37,11 @@ export interface CompileStats {
 
 interface PolicyEntry {
   readonly source: NetworkPolicyLike;
-  readonly signature: string;
+  /**
+   * What the policy's content serialises to: worked out only when a new object of the same policy arrives (for both,
+   * once each), so that the first compile of a large cluster, where every policy is new, serialises none.
+   */
+  signature: string | undefined;
   readonly parsed: ParsedPolicy;
   compiled: CompiledPolicy | undefined;
   resolveProblems: readonly PolicyProblem[];
@@ -157,8 +161,8 @@ export class PolicyCompiler {
         next.set(id, previous);
         continue;
       }
-      const signature = policySignature(policy);
-      if (previous && previous.signature === signature) {
+      const signature = previous ? policySignature(policy) : undefined;
+      if (previous && (previous.signature ??= policySignature(previous.source)) === signature) {
         next.set(id, { ...previous, source: policy });
         continue;
       }
