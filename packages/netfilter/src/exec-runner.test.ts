@@ -116,14 +116,22 @@ describe('ExecRunner', () => {
   });
 
   it('reports a command that Node refuses to spawn as a CommandError and closes the large input it had opened', async () => {
+    const inputFiles = () => readdirSync(tmpdir()).filter((name) => name.startsWith('kube-router-input-'));
+    const filesBefore = inputFiles();
+    // In-process, the input file is opened here: its descriptor must not stay open.
+    const inProcess = new ExecRunner({ spawnFrom: 'in-process' });
     const openFds = () => readdirSync('/proc/self/fd').length;
     const before = openFds();
     // A NUL byte in the command makes spawn() throw at once, after the input file was opened for it.
-    const error = await runner.run({ command: 'c\0t', input: 'x'.repeat(100_000) }).catch((e: unknown) => e);
+    const error = await inProcess.run({ command: 'c\0t', input: 'x'.repeat(100_000) }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(CommandError);
     expect((error as CommandError).exitCode).toBeNull();
     expect((error as CommandError).message).toMatch(/could not start/);
     expect(openFds()).toBe(before);
+    // Through the helper, which opens it there: the same error, and no file left behind.
+    const fromHelper = await runner.run({ command: 'c\0t', input: 'x'.repeat(100_000) }).catch((e: unknown) => e);
+    expect((fromHelper as CommandError).message).toMatch(/could not start/);
+    expect(inputFiles()).toEqual(filesBefore);
   });
 
   it('quotes arguments with spaces in the message', async () => {

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { CommandError } from './command.js';
 import type { CommandResult, CommandRunner, CommandSpec } from './command.js';
 import { inProcessLauncher, sharedHelperLauncher } from './launcher.js';
-import type { Launcher } from './launcher.js';
+import type { LaunchedCommand, Launcher } from './launcher.js';
 
 export interface ExecRunnerOptions {
   /** Deadline of a command that does not set its own. */
@@ -14,10 +14,10 @@ export interface ExecRunnerOptions {
   /** Where the runner's commands are tracked, so that a stop can kill them all. Default: `runningCommands`. */
   readonly registry?: CommandRegistry;
   /**
-   * Where commands are spawned from. `helper` (the default): a small process of the runner's own, started on first use
-   * and shared by every ExecRunner of the process, so that a spawn never blocks this process's event loop (each spawn
-   * copies the spawning process's page tables: 6-10 ms from an agent holding a large cluster). `in-process`: from this
-   * process, as child_process.spawn does. Without a helper (it cannot start) commands spawn in-process.
+   * Where commands are spawned from. `helper` (the default): a small process started when the first ExecRunner is
+   * made and shared by every ExecRunner of the process, so that a spawn never blocks this process's event loop (each
+   * spawn copies the spawning process's page tables: 6-10 ms from an agent holding a large cluster). `in-process`: from
+   * this process, as child_process.spawn does. While no helper can start, commands spawn in-process.
    */
   readonly spawnFrom?: 'helper' | 'in-process';
   /** @internal A launcher of its own (a test's, to kill its helper without touching the shared one). */
@@ -90,6 +90,8 @@ export class ExecRunner implements CommandRunner {
     this.#logger = options.logger;
     this.#registry = options.registry ?? runningCommands;
     this.#launcher = options.launcher ?? (options.spawnFrom === 'in-process' ? inProcessLauncher : sharedHelperLauncher);
+    // Now, while the caller is small and idle (a plugin is created before its informers list the cluster).
+    this.#launcher.prepare?.();
   }
 
   run(spec: CommandSpec): Promise<CommandResult> {
@@ -105,13 +107,18 @@ export class ExecRunner implements CommandRunner {
       return Promise.reject(new CommandError({ ...failure, exitCode: null, notRunBecause: halted }));
     }
 
-    const launched = this.#launcher.launch({
-      file,
-      argv,
-      ...(spec.input === undefined ? {} : { input: spec.input }),
-      // Tools' messages are parsed and shown to operators; keep them in one language.
-      env: { ...process.env, LC_ALL: 'C' },
-    });
+    let launched: LaunchedCommand;
+    try {
+      launched = this.#launcher.launch({
+        file,
+        argv,
+        ...(spec.input === undefined ? {} : { input: spec.input }),
+        // Tools' messages are parsed and shown to operators; keep them in one language.
+        env: { ...process.env, LC_ALL: 'C' },
+      });
+    } catch (error) {
+      return Promise.reject(new CommandError({ ...failure, exitCode: null, spawnError: error instanceof Error ? error.message : String(error) }));
+    }
     let timedOut = false;
     /** Why the registry killed it (the agent stopping), if it did. */
     let killedBecause: string | undefined;
@@ -133,15 +140,19 @@ export class ExecRunner implements CommandRunner {
       clearTimeout(timer);
       untrack();
       if ('spawnError' in end) throw new CommandError({ ...failure, exitCode: null, spawnError: end.spawnError });
-      const { code, signal } = end;
-      const durationMs = Math.round((performance.now() - started) * 10) / 10;
+      const { code, signal, lostBecause } = end;
+      const durationMs = Math.round((end.durationMs ?? performance.now() - started) * 10) / 10;
       const result = { stdout: end.stdout, stderr: end.stderr, exitCode: code ?? -1, durationMs };
       this.#logger?.debug(
         { command: spec.command, args, netns: spec.netns, exitCode: code, signal, timedOut, killedBecause, durationMs },
         'command finished',
       );
       const ok =
-        !timedOut && killedBecause === undefined && code !== null && (code === 0 || (spec.okExitCodes?.includes(code) ?? false));
+        !timedOut &&
+        killedBecause === undefined &&
+        lostBecause === undefined &&
+        code !== null &&
+        (code === 0 || (spec.okExitCodes?.includes(code) ?? false));
       if (ok) return result;
       throw new CommandError({
         ...failure,
@@ -150,7 +161,7 @@ export class ExecRunner implements CommandRunner {
         stderr: result.stderr,
         stdout: result.stdout,
         timedOut,
-        ...(killedBecause !== undefined && { hint: `killed: ${killedBecause}` }),
+        ...(killedBecause !== undefined ? { hint: `killed: ${killedBecause}` } : lostBecause !== undefined && { hint: lostBecause }),
       });
     });
   }

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { readdirSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -69,24 +70,38 @@ describe('ExecRunner spawning', () => {
     expect(fromHelper).toBeLessThan(inProcess / 2);
   });
 
-  it('fails the commands of a helper that died, saying so, and starts a new helper for the next command', async () => {
+  it('kills and fails the commands of a helper that died, saying so, and starts a new helper for the next command', async () => {
     const runner = new ExecRunner({ launcher: new HelperLauncher() });
     const first = await spawnerOf(runner);
     const pidFile = join(directory, 'orphan.pid');
     const running = runner.run({ command: 'sh', args: ['-c', `echo $$ > ${pidFile}; exec sleep 30`], timeoutMs: 20_000 }).catch((e: unknown) => e);
-    const [sleeper] = await waitForLines(pidFile, 1);
+    const [sleeper] = (await waitForLines(pidFile, 1)) as [number];
     try {
       process.kill(first, 'SIGKILL');
       const error = await running;
       expect(error).toBeInstanceOf(CommandError);
-      expect((error as CommandError).message).toMatch(/could not start: the command helper exited \(SIGKILL\)/);
+      expect((error as CommandError).message).toMatch(/was killed by SIGKILL; killed: the command helper exited \(SIGKILL\)/);
+      // Left running, it would have no deadline any more, and whatever lock it held would stay held.
+      await expect.poll(() => processAlive(sleeper), { timeout: 2_000 }).toBe(false);
       const second = await spawnerOf(runner);
       expect(second).not.toBe(first);
       expect(second).not.toBe(process.pid);
     } finally {
-      // Killed with SIGKILL, the helper could not end what it ran.
-      if (sleeper && (await processAlive(sleeper))) process.kill(sleeper, 'SIGKILL');
+      if (await processAlive(sleeper)) process.kill(sleeper, 'SIGKILL');
     }
+  });
+
+  it("reports the command's own duration, not the helper's start, and brings a large output back whole", async () => {
+    const runner = new ExecRunner({ launcher: new HelperLauncher() });
+    const first = await runner.run({ command: 'sleep', args: ['0.05'] });
+    expect(first.durationMs).toBeGreaterThanOrEqual(45);
+    expect(first.durationMs).toBeLessThan(40 + 50);
+    const before = readdirSync(tmpdir()).filter((name) => name.startsWith('kube-router-output-'));
+    // 3 MiB on stdout: through a file the helper writes and this process reads and removes.
+    const large = await runner.run({ command: 'sh', args: ['-c', 'head -c 3145728 /dev/zero | tr "\\0" a'] });
+    expect(large.stdout).toHaveLength(3 * 1024 * 1024);
+    expect(large.stdout).toMatch(/^a+$/);
+    expect(readdirSync(tmpdir()).filter((name) => name.startsWith('kube-router-output-'))).toEqual(before);
   });
 
   it('goes, ending what it runs, when the process it serves dies', async () => {

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { closeSync, openSync, unlinkSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -15,7 +16,16 @@ export interface Launch {
 
 /** How a launched command ended: it exited (or was killed), or it never started. */
 export type LaunchEnd =
-  | { readonly code: number | null; readonly signal: NodeJS.Signals | null; readonly stdout: string; readonly stderr: string }
+  | {
+      readonly code: number | null;
+      readonly signal: NodeJS.Signals | null;
+      readonly stdout: string;
+      readonly stderr: string;
+      /** From the spawn to the exit, when the launcher measured it (the helper's start is not the command's time). */
+      readonly durationMs?: number;
+      /** The command started but its end was not seen as it was (its helper went and killed it, its output was lost). */
+      readonly lostBecause?: string;
+    }
   | { readonly spawnError: string };
 
 export interface LaunchedCommand {
@@ -31,10 +41,14 @@ export interface LaunchedCommand {
 /** Starts commands. ExecRunner decides deadlines, errors and logging; a launcher only starts and ends processes. */
 export interface Launcher {
   launch(launch: Launch): LaunchedCommand;
+  /** Gets ready for the first command ahead of it (the helper starts). */
+  prepare?(): void;
 }
 
 /** Inputs above this size reach the tool's stdin from a file rather than through a pipe. */
 const LARGE_INPUT_BYTES = 64 * 1024;
+/** Outputs above this size come back from the helper in a file rather than in a message. */
+const LARGE_OUTPUT_BYTES = 1024 * 1024;
 
 /**
  * A large input (a restore or an nft transaction of megabytes) written to a temporary file, for the tool's stdin.
@@ -110,7 +124,10 @@ export const inProcessLauncher: Launcher = {
     }
     // The child holds its own descriptor of the file now.
     if (inputFile !== undefined) closeSync(inputFile);
-    endOf(child, launch.input !== undefined && inputFile === undefined ? launch.input : undefined, settle);
+    const spawned = performance.now();
+    endOf(child, launch.input !== undefined && inputFile === undefined ? launch.input : undefined, (end) =>
+      settle('spawnError' in end ? end : { ...end, durationMs: performance.now() - spawned }),
+    );
     let killed = false;
     return {
       ended,
@@ -163,12 +180,24 @@ function endOf(child: ChildProcess, pipedInput: string | undefined, settle: (end
 const HELPER_SOURCE = `
 'use strict';
 const { spawn } = require('node:child_process');
-const { openSync, closeSync, unlinkSync } = require('node:fs');
+const { openSync, closeSync, unlinkSync, writeFileSync } = require('node:fs');
+const { tmpdir } = require('node:os');
+const { join } = require('node:path');
+const { randomUUID } = require('node:crypto');
+const LARGE_OUTPUT_BYTES = ${LARGE_OUTPUT_BYTES};
 const running = new Map();
 const send = (message) => { if (process.connected) process.send(message); };
 const killGroup = (child) => {
   if (child.pid === undefined) return;
   try { process.kill(-child.pid, 'SIGKILL'); } catch { child.kill('SIGKILL'); }
+};
+// A large output (an nft listing of megabytes) goes through a file: the agent reads it off its event loop, instead of
+// parsing it out of the channel in one piece.
+const output = (bytes) => {
+  if (bytes.length < LARGE_OUTPUT_BYTES) return { stdout: bytes.toString('utf8') };
+  const path = join(tmpdir(), 'kube-router-output-' + process.pid + '-' + randomUUID());
+  try { writeFileSync(path, bytes, { mode: 0o600, flag: 'wx' }); return { stdoutPath: path }; }
+  catch { return { stdout: bytes.toString('utf8') }; }
 };
 process.on('message', (message) => {
   if (message.type === 'kill') {
@@ -181,7 +210,7 @@ process.on('message', (message) => {
     else entry.child.once('exit', dropPipes);
     return;
   }
-  const { id, file, argv, input, inputPath, env } = message;
+  const { id, file, argv, input, inputPath, env, cwd } = message;
   let inputFile;
   if (inputPath !== undefined) {
     try { inputFile = openSync(inputPath, 'r'); } catch (error) { send({ type: 'end', id, spawnError: 'cannot read its input: ' + error.message }); return; }
@@ -189,24 +218,29 @@ process.on('message', (message) => {
   }
   let child;
   try {
-    child = spawn(file, argv, { stdio: [inputFile ?? (input === undefined ? 'ignore' : 'pipe'), 'pipe', 'pipe'], detached: true, env });
+    child = spawn(file, argv, { stdio: [inputFile ?? (input === undefined ? 'ignore' : 'pipe'), 'pipe', 'pipe'], detached: true, env, cwd });
   } catch (error) {
     if (inputFile !== undefined) closeSync(inputFile);
     send({ type: 'end', id, spawnError: error.message });
     return;
   }
   if (inputFile !== undefined) closeSync(inputFile);
+  const spawned = performance.now();
   const entry = { child, killed: false };
   running.set(id, entry);
+  if (child.pid !== undefined) send({ type: 'started', id, pid: child.pid });
   const stdout = [];
   const stderr = [];
-  child.stdout.on('data', (chunk) => stdout.push(chunk));
-  child.stderr.on('data', (chunk) => stderr.push(chunk));
+  // Absent when the spawn failed before making them (EMFILE): the 'error' below ends the command.
+  child.stdout?.on('data', (chunk) => stdout.push(chunk));
+  child.stderr?.on('data', (chunk) => stderr.push(chunk));
   if (input !== undefined && child.stdin) { child.stdin.on('error', () => {}); child.stdin.end(input); }
   let done = false;
   const finish = (end) => { if (done) return; done = true; running.delete(id); send({ type: 'end', id, ...end }); };
   child.on('error', (error) => finish({ spawnError: error.message }));
-  child.on('close', (code, signal) => finish({ code, signal, stdout: Buffer.concat(stdout).toString('utf8'), stderr: Buffer.concat(stderr).toString('utf8') }));
+  child.on('close', (code, signal) => finish({
+    code, signal, ...output(Buffer.concat(stdout)), stderr: Buffer.concat(stderr).toString('utf8'), durationMs: performance.now() - spawned,
+  }));
 });
 // A Ctrl-C or a SIGTERM to the agent's process group is the agent's to handle: it kills its commands through this
 // helper while it stops, and the helper goes when the agent does.
@@ -218,48 +252,75 @@ process.on('disconnect', () => {
 `;
 
 interface Pending {
+  readonly launch: Launch;
   readonly settle: (end: LaunchEnd) => void;
   readonly inputPath: string | undefined;
+  /** Known once the helper said it started the command. */
+  pid?: number;
+  /** When the helper could not start after all, the command's own in-process launch. */
+  inProcess?: LaunchedCommand;
 }
 
-type HelperMessage = { readonly type: 'end'; readonly id: number } & LaunchEnd;
+type HelperMessage =
+  | { readonly type: 'started'; readonly id: number; readonly pid: number }
+  | ({ readonly type: 'end'; readonly id: number; readonly stdoutPath?: string } & LaunchEnd);
+
+/** After the helper could not be started, commands spawn in-process for this long before it is tried again. */
+const HELPER_RETRY_MS = 30_000;
 
 /**
- * Starts commands through the helper process (see HELPER_SOURCE), started on first use. When the helper cannot start,
- * commands spawn from this process instead; when it dies, the commands it was running fail and the next one starts a
- * new helper.
+ * Starts commands through the helper process (see HELPER_SOURCE), started ahead of the first command. When the helper
+ * cannot start, commands spawn from this process instead (the helper is tried again later); when it dies, the
+ * commands it was running are killed and failed, and the next one starts a new helper.
  */
 export class HelperLauncher implements Launcher {
   #helper: ChildProcess | undefined;
-  #unavailable = false;
+  #retryAt = 0;
   readonly #pending = new Map<number, Pending>();
   #nextId = 1;
 
+  prepare(): void {
+    if (performance.now() >= this.#retryAt) this.#started();
+  }
+
   launch(launch: Launch): LaunchedCommand {
-    const helper = this.#unavailable ? undefined : this.#started();
+    const helper = performance.now() < this.#retryAt ? undefined : this.#started();
     if (!helper?.connected) return inProcessLauncher.launch(launch);
     const id = this.#nextId++;
     const inputPath = launch.input === undefined ? undefined : largeInputPath(launch.input);
     let settle: (end: LaunchEnd) => void = () => undefined;
     const ended = new Promise<LaunchEnd>((resolve) => (settle = resolve));
-    this.#pending.set(id, { settle, inputPath });
+    const pending: Pending = { launch, settle, inputPath };
+    this.#pending.set(id, pending);
     // The channel keeps this process alive only while a command runs, as a child process of its own would.
     helper.channel?.ref();
     // A helper that is going sends no answer: its exit fails this command with the others it had.
-    helper.send({
-      type: 'spawn',
-      id,
-      file: launch.file,
-      argv: launch.argv,
-      env: launch.env,
-      ...(inputPath === undefined ? (launch.input === undefined ? {} : { input: launch.input }) : { inputPath }),
-    }, (error) => {
-      if (error) this.#lost(helper, `the command helper is gone: ${error.message}`);
-    });
+    helper.send(
+      {
+        type: 'spawn',
+        id,
+        file: launch.file,
+        argv: launch.argv,
+        env: launch.env,
+        cwd: process.cwd(),
+        ...(inputPath === undefined ? (launch.input === undefined ? {} : { input: launch.input }) : { inputPath }),
+      },
+      (error) => {
+        if (error) this.#lost(helper, `the command helper is gone: ${error.message}`);
+      },
+    );
     return {
       ended,
       kill: () => {
-        if (this.#pending.has(id) && helper.connected) helper.send({ type: 'kill', id });
+        if (pending.inProcess) return pending.inProcess.kill();
+        if (!this.#pending.has(id)) return;
+        if (helper.connected) {
+          helper.send({ type: 'kill', id }, (error) => {
+            if (error) this.#lost(helper, `the command helper is gone: ${error.message}`);
+          });
+        } else {
+          this.#lost(helper, 'the command helper is gone');
+        }
       },
     };
   }
@@ -271,47 +332,84 @@ export class HelperLauncher implements Launcher {
       const env = { ...process.env };
       // Options meant for the agent (a loader, a heap size) are not the helper's.
       delete env.NODE_OPTIONS;
-      helper = spawn(process.execPath, ['-e', HELPER_SOURCE], {
-        stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-        // Strings and buffers cross the channel as they are, without JSON's escaping of megabyte inputs.
-        serialization: 'advanced',
-        env,
-      });
+      helper = spawn(process.execPath, ['-e', HELPER_SOURCE], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env });
     } catch {
-      this.#unavailable = true;
+      this.#retryAt = performance.now() + HELPER_RETRY_MS;
       return undefined;
     }
     helper.unref();
     helper.channel?.unref();
-    helper.on('message', (message: HelperMessage) => {
-      const pending = this.#pending.get(message.id);
-      if (!pending) return;
-      this.#pending.delete(message.id);
-      if (this.#pending.size === 0) helper.channel?.unref();
-      const { type: _type, id: _id, ...end } = message;
-      pending.settle(end as LaunchEnd);
-    });
-    helper.on('error', () => {
-      // It could not be started (or signalled): commands spawn from this process from now on.
-      this.#unavailable = true;
-      this.#lost(helper, 'the command helper could not start');
+    helper.on('message', (message: HelperMessage) => this.#answer(helper, message));
+    helper.on('error', (error) => {
+      // Never started (no process): the commands sent to it run in-process, and so do the next ones for a while.
+      if (helper.pid === undefined && this.#helper === helper) {
+        this.#helper = undefined;
+        this.#retryAt = performance.now() + HELPER_RETRY_MS;
+        this.#runInProcess();
+        return;
+      }
+      this.#lost(helper, `the command helper failed: ${error.message}`);
     });
     helper.on('exit', (code, signal) => this.#lost(helper, `the command helper exited (${signal ?? `code ${code}`})`));
     this.#helper = helper;
     return helper;
   }
 
-  /** The helper went: what it was running is failed, and the next command starts a new one. */
+  #answer(helper: ChildProcess, message: HelperMessage): void {
+    const pending = this.#pending.get(message.id);
+    if (!pending) return;
+    if (message.type === 'started') {
+      pending.pid = message.pid;
+      return;
+    }
+    this.#pending.delete(message.id);
+    if (this.#pending.size === 0) helper.channel?.unref();
+    const { type: _type, id: _id, stdoutPath, ...end } = message;
+    if (stdoutPath === undefined) {
+      pending.settle(end as LaunchEnd);
+      return;
+    }
+    // Read on libuv's threads, not on the event loop in one piece.
+    readFile(stdoutPath, 'utf8').then(
+      (stdout) => pending.settle({ ...(end as Extract<LaunchEnd, { code: unknown }>), stdout }),
+      (error: Error) =>
+        pending.settle({ ...(end as Extract<LaunchEnd, { code: unknown }>), stdout: '', lostBecause: `its output could not be read: ${error.message}` }),
+    ).finally(() => removeFile(stdoutPath));
+  }
+
+  /** The commands sent to a helper that never started, launched in-process instead. */
+  #runInProcess(): void {
+    for (const [id, pending] of this.#pending) {
+      this.#pending.delete(id);
+      if (pending.inputPath !== undefined) removeFile(pending.inputPath);
+      pending.inProcess = inProcessLauncher.launch(pending.launch);
+      void pending.inProcess.ended.then(pending.settle);
+    }
+  }
+
+  /**
+   * The helper went: the commands it was running are killed (they would run on without a deadline, holding locks such
+   * as xtables') and failed, and the next command starts a new helper.
+   */
   #lost(helper: ChildProcess, why: string): void {
     if (this.#helper !== helper) return;
     this.#helper = undefined;
-    // One that lost its channel but still runs would exit on its own; it is told at once.
-    if (helper.exitCode === null && helper.signalCode === null) helper.kill('SIGKILL');
+    // One that lost its channel but still runs kills its commands and exits on its own once disconnected.
+    if (helper.connected) helper.disconnect();
     const pending = [...this.#pending.values()];
     this.#pending.clear();
-    for (const { settle, inputPath } of pending) {
+    for (const { settle, inputPath, pid } of pending) {
       if (inputPath !== undefined) removeFile(inputPath);
-      settle({ spawnError: why });
+      if (pid === undefined) {
+        settle({ spawnError: why });
+        continue;
+      }
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch {
+        // Already gone.
+      }
+      settle({ code: null, signal: 'SIGKILL', stdout: '', stderr: '', lostBecause: `killed: ${why}` });
     }
   }
 }

@@ -173,6 +173,8 @@ export function createNetpolNftablesController(
     stop() {
       unsubscribe?.();
       unsubscribe = undefined;
+      // A start after this one searches afresh.
+      leftoversSearch = undefined;
     },
   });
 }

@@ -312,6 +312,8 @@ describe('KernelApplier (nftables)', () => {
     const result = await dualStackApplier(runner).apply(desiredFor(many, ['ipv4', 'ipv6']));
     expect(result.writeFailure).toBeInstanceOf(AggregateError);
     expect((result.writeFailure as AggregateError).errors).toHaveLength(2);
+    // A joined sync error shows messages: this one carries both tables' own.
+    expect((result.writeFailure as Error).message).toMatch(/timed out.*; .*exec of "nft" failed/);
     expect(result.failedPolicies.size).toBe(0);
   });
 

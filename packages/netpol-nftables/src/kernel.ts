@@ -1,5 +1,6 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { IpFamily } from '@kube-router/netpol';
+import { messageOf } from '@kube-router/controller';
 import { CommandError, isNftRefusal } from '@kube-router/netfilter';
 import type { Nft, NftRuleset } from '@kube-router/netfilter';
 import type { Logger } from 'pino';
@@ -215,7 +216,7 @@ export class KernelApplier {
     };
     // Both tables' failures, when both failed (one timed out, the other could not run): none is dropped.
     if (writeFailures.length > 0) {
-      return stopped(writeFailures.length === 1 ? writeFailures[0] : new AggregateError(writeFailures, 'the transactions of both tables failed'));
+      return stopped(joined(writeFailures, 'the transactions of both tables failed'));
     }
 
     let nodeFailure: unknown;
@@ -259,11 +260,11 @@ export class KernelApplier {
         } catch (error) {
           dispatchFailures.push(error);
           this.#fresh = false;
+          // A timeout, or an nft that could not run, would only come again for the other table: the sync stops writing.
+          if (!isNftRefusal(error)) break;
         }
       }
-      if (dispatchFailures.length > 0) {
-        nodeFailure = dispatchFailures.length === 1 ? dispatchFailures[0] : new AggregateError(dispatchFailures, 'the dispatch of both tables failed');
-      }
+      if (dispatchFailures.length > 0) nodeFailure = joined(dispatchFailures, 'the dispatch of both tables failed');
     }
     progress();
 
@@ -556,6 +557,12 @@ export class KernelApplier {
     if (!state) this.#state.set(family, (state = { tableExists: false, chains: new Map(), sets: new Map() }));
     return state;
   }
+}
+
+/** One failure as it is; several as one error whose message carries each of theirs (a joined sync error shows messages). */
+function joined(errors: readonly unknown[], what: string): unknown {
+  if (errors.length === 1) return errors[0];
+  return new AggregateError(errors, `${what}: ${errors.map(messageOf).join('; ')}`);
 }
 
 /** Carries a failure that is not a refusal out of the fallback's halving, which only halves refusals. */
