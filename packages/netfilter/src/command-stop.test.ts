@@ -5,16 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CommandError, FailFastSession } from './command.js';
 import { CommandRegistry, ExecRunner } from './exec-runner.js';
 import { RecordingRunner } from './recording-runner.js';
-
-/** Alive means running or sleeping; a zombie waiting for its parent is already dead. */
-async function alive(pid: number): Promise<boolean> {
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
-}
+import { processAlive } from './testing/processes.js';
 
 /** The CommandError a run fails with; a run that succeeds fails the test. */
 async function failureOf(run: Promise<unknown>): Promise<CommandError> {
@@ -29,7 +20,7 @@ async function failureOf(run: Promise<unknown>): Promise<CommandError> {
 async function diesWithin(pid: number, ms: number): Promise<boolean> {
   const deadline = performance.now() + ms;
   while (performance.now() < deadline) {
-    if (!(await alive(pid))) return true;
+    if (!(await processAlive(pid))) return true;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   return false;

@@ -6,18 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CommandError } from './command.js';
 import { ExecRunner } from './exec-runner.js';
 import { missingForRealTests, useTestNetns } from './testing/netns.js';
+import { processAlive } from './testing/processes.js';
 
 const runner = new ExecRunner({ defaultTimeoutMs: 5_000 });
-
-/** Alive means running or sleeping; a zombie waiting for init to reap it is already dead. */
-async function processAlive(pid: number): Promise<boolean> {
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
-}
 
 describe('ExecRunner', () => {
   it('returns stdout, stderr and the exit code', async () => {

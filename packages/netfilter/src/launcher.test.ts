@@ -8,28 +8,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CommandError } from './command.js';
 import { ExecRunner } from './exec-runner.js';
 import { HelperLauncher } from './launcher.js';
-
-/** Alive means running or sleeping; a zombie waiting for its parent to reap it is already dead. */
-async function processAlive(pid: number): Promise<boolean> {
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
-}
+import { processAlive } from './testing/processes.js';
 
 /** The pid of the process that spawned the command: the helper, or this process. */
 async function spawnerOf(runner: ExecRunner): Promise<number> {
   return Number((await runner.run({ command: 'sh', args: ['-c', 'echo $PPID'] })).stdout.trim());
 }
 
+/** The pids a command wrote to a file, one a line, once there are `count` of them (vitest's poll bounds the wait). */
 async function waitForLines(path: string, count: number): Promise<number[]> {
-  for (;;) {
-    const lines = (await readFile(path, 'utf8').catch(() => '')).trim().split('\n').filter(Boolean);
-    if (lines.length >= count) return lines.map(Number);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  let pids: number[] = [];
+  const read = async () => (pids = (await readFile(path, 'utf8').catch(() => '')).trim().split('\n').filter(Boolean).map(Number)).length;
+  await expect.poll(read, { timeout: 10_000 }).toBeGreaterThanOrEqual(count);
+  return pids;
 }
 
 describe('ExecRunner spawning', () => {
