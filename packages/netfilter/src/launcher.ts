@@ -210,7 +210,7 @@ process.on('message', (message) => {
     else entry.child.once('exit', dropPipes);
     return;
   }
-  const { id, file, argv, input, inputPath, env, cwd } = message;
+  const { id, file, argv, input, inputPath, env } = message;
   let inputFile;
   if (inputPath !== undefined) {
     try { inputFile = openSync(inputPath, 'r'); } catch (error) { send({ type: 'end', id, spawnError: 'cannot read its input: ' + error.message }); return; }
@@ -218,7 +218,7 @@ process.on('message', (message) => {
   }
   let child;
   try {
-    child = spawn(file, argv, { stdio: [inputFile ?? (input === undefined ? 'ignore' : 'pipe'), 'pipe', 'pipe'], detached: true, env, cwd });
+    child = spawn(file, argv, { stdio: [inputFile ?? (input === undefined ? 'ignore' : 'pipe'), 'pipe', 'pipe'], detached: true, env });
   } catch (error) {
     if (inputFile !== undefined) closeSync(inputFile);
     send({ type: 'end', id, spawnError: error.message });
@@ -236,7 +236,14 @@ process.on('message', (message) => {
   child.stderr?.on('data', (chunk) => stderr.push(chunk));
   if (input !== undefined && child.stdin) { child.stdin.on('error', () => {}); child.stdin.end(input); }
   let done = false;
-  const finish = (end) => { if (done) return; done = true; running.delete(id); send({ type: 'end', id, ...end }); };
+  const finish = (end) => {
+    if (done) return;
+    done = true;
+    running.delete(id);
+    // The agent is gone: nobody will read the output file.
+    if (!process.connected && end.stdoutPath !== undefined) { try { unlinkSync(end.stdoutPath); } catch {} }
+    send({ type: 'end', id, ...end });
+  };
   child.on('error', (error) => finish({ spawnError: error.message }));
   child.on('close', (code, signal) => finish({
     code, signal, ...output(Buffer.concat(stdout)), stderr: Buffer.concat(stderr).toString('utf8'), durationMs: performance.now() - spawned,
@@ -249,6 +256,8 @@ process.on('disconnect', () => {
   for (const { child } of running.values()) killGroup(child);
   process.exit(0);
 });
+// Before any answer: a helper that goes without having said so started no command.
+send({ type: 'ready' });
 `;
 
 interface Pending {
@@ -259,11 +268,20 @@ interface Pending {
   pid?: number;
   /** When the helper could not start after all, the command's own in-process launch. */
   inProcess?: LaunchedCommand;
+  /** kill() was called: a command moved in-process is not started at all. */
+  killed?: boolean;
 }
 
+type ExitEnd = Extract<LaunchEnd, { code: unknown }>;
+
 type HelperMessage =
+  | { readonly type: 'ready' }
   | { readonly type: 'started'; readonly id: number; readonly pid: number }
-  | ({ readonly type: 'end'; readonly id: number; readonly stdoutPath?: string } & LaunchEnd);
+  | ({ readonly type: 'end'; readonly id: number } & (
+      | { readonly spawnError: string }
+      // A large output is in the file at stdoutPath instead.
+      | (Omit<ExitEnd, 'stdout'> & ({ readonly stdout: string } | { readonly stdoutPath: string }))
+    ));
 
 /** After the helper could not be started, commands spawn in-process for this long before it is tried again. */
 const HELPER_RETRY_MS = 30_000;
@@ -275,9 +293,17 @@ const HELPER_RETRY_MS = 30_000;
  */
 export class HelperLauncher implements Launcher {
   #helper: ChildProcess | undefined;
+  /** Whether the current helper said it is ready (one that never did started no command). */
+  #ready = false;
   #retryAt = 0;
   readonly #pending = new Map<number, Pending>();
   #nextId = 1;
+  readonly #nodePath: string;
+
+  /** @param nodePath The Node binary that runs the helper (a test's stand-in for one that cannot start). */
+  constructor(options: { readonly nodePath?: string } = {}) {
+    this.#nodePath = options.nodePath ?? process.execPath;
+  }
 
   prepare(): void {
     if (performance.now() >= this.#retryAt) this.#started();
@@ -290,28 +316,26 @@ export class HelperLauncher implements Launcher {
     const inputPath = launch.input === undefined ? undefined : largeInputPath(launch.input);
     let settle: (end: LaunchEnd) => void = () => undefined;
     const ended = new Promise<LaunchEnd>((resolve) => (settle = resolve));
+    const message = {
+      type: 'spawn',
+      id,
+      file: launch.file,
+      argv: launch.argv,
+      env: launch.env,
+      ...(inputPath === undefined ? (launch.input === undefined ? {} : { input: launch.input }) : { inputPath }),
+    };
     const pending: Pending = { launch, settle, inputPath };
     this.#pending.set(id, pending);
     // The channel keeps this process alive only while a command runs, as a child process of its own would.
     helper.channel?.ref();
-    // A helper that is going sends no answer: its exit fails this command with the others it had.
-    helper.send(
-      {
-        type: 'spawn',
-        id,
-        file: launch.file,
-        argv: launch.argv,
-        env: launch.env,
-        cwd: process.cwd(),
-        ...(inputPath === undefined ? (launch.input === undefined ? {} : { input: launch.input }) : { inputPath }),
-      },
-      (error) => {
-        if (error) this.#lost(helper, `the command helper is gone: ${error.message}`);
-      },
-    );
+    // A helper that is going sends no answer: its going fails this command with the others it had.
+    helper.send(message, (error) => {
+      if (error) this.#lost(helper, `the command helper is gone: ${error.message}`);
+    });
     return {
       ended,
       kill: () => {
+        pending.killed = true;
         if (pending.inProcess) return pending.inProcess.kill();
         if (!this.#pending.has(id)) return;
         if (helper.connected) {
@@ -332,7 +356,7 @@ export class HelperLauncher implements Launcher {
       const env = { ...process.env };
       // Options meant for the agent (a loader, a heap size) are not the helper's.
       delete env.NODE_OPTIONS;
-      helper = spawn(process.execPath, ['-e', HELPER_SOURCE], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env });
+      helper = spawn(this.#nodePath, ['-e', HELPER_SOURCE], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env });
     } catch {
       this.#retryAt = performance.now() + HELPER_RETRY_MS;
       return undefined;
@@ -342,39 +366,54 @@ export class HelperLauncher implements Launcher {
     helper.on('message', (message: HelperMessage) => this.#answer(helper, message));
     helper.on('error', (error) => {
       // Never started (no process): the commands sent to it run in-process, and so do the next ones for a while.
-      if (helper.pid === undefined && this.#helper === helper) {
-        this.#helper = undefined;
-        this.#retryAt = performance.now() + HELPER_RETRY_MS;
-        this.#runInProcess();
+      if (helper.pid === undefined) {
+        this.#lost(helper, `the command helper could not start: ${error.message}`);
         return;
       }
       this.#lost(helper, `the command helper failed: ${error.message}`);
     });
-    helper.on('exit', (code, signal) => this.#lost(helper, `the command helper exited (${signal ?? `code ${code}`})`));
+    // On the channel's end, not the exit: the messages sent before it (which commands started, which ended) are all
+    // read by then, which the exit does not wait for.
+    const exited = () => `the command helper exited (${helper.signalCode ?? `code ${helper.exitCode}`})`;
+    helper.on('disconnect', () => {
+      if (helper.exitCode !== null || helper.signalCode !== null) this.#lost(helper, exited());
+      else helper.once('exit', () => this.#lost(helper, exited()));
+    });
+    this.#ready = false;
     this.#helper = helper;
     return helper;
   }
 
   #answer(helper: ChildProcess, message: HelperMessage): void {
+    if (message.type === 'ready') {
+      if (this.#helper === helper) this.#ready = true;
+      return;
+    }
     const pending = this.#pending.get(message.id);
-    if (!pending) return;
     if (message.type === 'started') {
-      pending.pid = message.pid;
+      if (pending) pending.pid = message.pid;
+      return;
+    }
+    const { type: _type, id: _id, ...end } = message;
+    if (!pending) {
+      // Its command was failed already (the helper was lost): nobody will read the output.
+      if ('stdoutPath' in end) removeFile(end.stdoutPath);
       return;
     }
     this.#pending.delete(message.id);
     if (this.#pending.size === 0) helper.channel?.unref();
-    const { type: _type, id: _id, stdoutPath, ...end } = message;
-    if (stdoutPath === undefined) {
-      pending.settle(end as LaunchEnd);
+    if (!('stdoutPath' in end)) {
+      pending.settle(end);
       return;
     }
+    const { stdoutPath, ...rest } = end;
     // Read on libuv's threads, not on the event loop in one piece.
-    readFile(stdoutPath, 'utf8').then(
-      (stdout) => pending.settle({ ...(end as Extract<LaunchEnd, { code: unknown }>), stdout }),
-      (error: Error) =>
-        pending.settle({ ...(end as Extract<LaunchEnd, { code: unknown }>), stdout: '', lostBecause: `its output could not be read: ${error.message}` }),
-    ).finally(() => removeFile(stdoutPath));
+    readFile(stdoutPath, 'utf8')
+      .then(
+        (stdout) => pending.settle({ ...rest, stdout }),
+        (error: Error) => pending.settle({ ...rest, stdout: '', lostBecause: `its output could not be read: ${error.message}` }),
+      )
+      .finally(() => removeFile(stdoutPath));
   }
 
   /** The commands sent to a helper that never started, launched in-process instead. */
@@ -382,6 +421,10 @@ export class HelperLauncher implements Launcher {
     for (const [id, pending] of this.#pending) {
       this.#pending.delete(id);
       if (pending.inputPath !== undefined) removeFile(pending.inputPath);
+      if (pending.killed) {
+        pending.settle({ code: null, signal: 'SIGKILL', stdout: '', stderr: '', lostBecause: 'killed before it started' });
+        continue;
+      }
       pending.inProcess = inProcessLauncher.launch(pending.launch);
       void pending.inProcess.ended.then(pending.settle);
     }
@@ -396,20 +439,25 @@ export class HelperLauncher implements Launcher {
     this.#helper = undefined;
     // One that lost its channel but still runs kills its commands and exits on its own once disconnected.
     if (helper.connected) helper.disconnect();
+    if (!this.#ready) {
+      // It started no command: they run in-process, and so do the next ones for a while (it may fail again at once).
+      this.#retryAt = performance.now() + HELPER_RETRY_MS;
+      this.#runInProcess();
+      return;
+    }
     const pending = [...this.#pending.values()];
     this.#pending.clear();
     for (const { settle, inputPath, pid } of pending) {
       if (inputPath !== undefined) removeFile(inputPath);
-      if (pid === undefined) {
-        settle({ spawnError: why });
-        continue;
+      if (pid !== undefined) {
+        try {
+          process.kill(-pid, 'SIGKILL');
+        } catch {
+          // Already gone.
+        }
       }
-      try {
-        process.kill(-pid, 'SIGKILL');
-      } catch {
-        // Already gone.
-      }
-      settle({ code: null, signal: 'SIGKILL', stdout: '', stderr: '', lostBecause: `killed: ${why}` });
+      const lostBecause = pid === undefined ? `${why} before it said whether it started the command` : `killed: ${why}`;
+      settle({ code: null, signal: 'SIGKILL', stdout: '', stderr: '', lostBecause });
     }
   }
 }
