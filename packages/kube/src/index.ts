@@ -51,7 +51,7 @@ export { ListError, listPage } from './http-list.js';
 export type { RawListPage } from './http-list.js';
 export { nodePodCidrs, POD_CIDR_ANNOTATION, POD_CIDRS_ANNOTATION } from './node-pod-cidrs.js';
 export type { NodePodCidrSource } from './node-pod-cidrs.js';
-export { serviceAddressValidator, strictServiceAddressOptionFields, strictServiceAddressRanges } from './service-addresses.js';
+export { cidrOption, serviceAddressValidator, strictServiceAddressOptionFields, strictServiceAddressRanges } from './service-addresses.js';
 export { inCidrs, parseCidrs } from './cidrs.js';
 export type { ParsedCidr } from './cidrs.js';
 export type { ServiceAddressRanges, ValidatedAddressKind } from './service-addresses.js';

@@ -9,7 +9,8 @@ export interface ServiceAddressRanges {
   readonly clusterIpRanges: readonly string[];
 }
 
-const cidr = z.string().refine((value) => ipaddr.isValidCIDR(value), 'must be a CIDR such as 192.0.2.0/24');
+/** An option that holds a CIDR of either family; the plugins' schemas share it, so that one means the same everywhere. */
+export const cidrOption = z.string().refine((value) => ipaddr.isValidCIDR(value), 'must be a CIDR such as 192.0.2.0/24');
 
 /**
  * kube-router's --strict-external-ip-validation and its ranges, as every plugin that programs or announces Service
@@ -25,11 +26,11 @@ export const strictServiceAddressOptionFields = {
    */
   strictExternalIpValidation: z.boolean().default(false),
   /** --service-external-ip-range. */
-  serviceExternalIpRanges: z.array(cidr).default([]),
+  serviceExternalIpRanges: z.array(cidrOption).default([]),
   /** --loadbalancer-ip-range. */
-  loadBalancerIpRanges: z.array(cidr).default([]),
+  loadBalancerIpRanges: z.array(cidrOption).default([]),
   /** --service-cluster-ip-range. */
-  serviceClusterIpRanges: z.array(cidr).default([]),
+  serviceClusterIpRanges: z.array(cidrOption).default([]),
 };
 
 /** The validator's ranges when the options turn strict validation on; undefined when every address may be used. */

@@ -1,7 +1,5 @@
-import { strictServiceAddressOptionFields } from '@kube-router/kube';
+import { cidrOption, strictServiceAddressOptionFields } from '@kube-router/kube';
 import { z } from 'zod';
-
-const cidr = z.string().regex(/^[0-9a-fA-F.:]+\/\d{1,3}$/, 'a CIDR such as 10.96.0.0/12');
 
 export const proxyIpvsOptions = z.strictObject({
   /** --enable-ipv4 / --enable-ipv6: which families of Service addresses are programmed. */
@@ -20,9 +18,9 @@ export const proxyIpvsOptions = z.strictObject({
   /** --masquerade-all: SNAT all IPVS traffic, not only what comes from outside the pod CIDR. */
   masqueradeAll: z.boolean().default(false),
   /** Traffic from these is not masqueraded (unless masqueradeAll); empty: the Node's spec.podCIDRs. */
-  podCidrs: z.array(cidr).default([]),
+  podCidrs: z.array(cidrOption).default([]),
   /** --excluded-cidrs: IPVS services and VIPs in these are never cleaned up. */
-  excludedCidrs: z.array(cidr).default([]),
+  excludedCidrs: z.array(cidrOption).default([]),
   /** --hairpin-mode: every Service gets hairpin SNAT, not only those annotated kube-router.io/service.hairpin. */
   hairpinMode: z.boolean().default(false),
   /** --ipvs-permit-all: the KUBE-ROUTER-SERVICES filter chain rejects unknown ports on service IPs. */
