@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CommandError } from './command.js';
 import { ExecRunner } from './exec-runner.js';
+import type { LaunchEnd, Launcher } from './launcher.js';
 import { missingForRealTests, useTestNetns } from './testing/netns.js';
 import { processAlive } from './testing/processes.js';
 
@@ -123,6 +124,18 @@ describe('ExecRunner', () => {
     const fromHelper = await runner.run({ command: 'c\0t', input: 'x'.repeat(100_000) }).catch((e: unknown) => e);
     expect((fromHelper as CommandError).message).toMatch(/could not start/);
     expect(inputFiles()).toEqual(filesBefore);
+  });
+
+  it('does not call a command timed out that had ended when its deadline came (its output still on the way)', async () => {
+    // A launcher whose command has ended (kill finds nothing to kill) and whose end arrives after the deadline.
+    let finish: (end: LaunchEnd) => void = () => undefined;
+    const launcher: Launcher = {
+      launch: () => ({ ended: new Promise<LaunchEnd>((resolve) => (finish = resolve)), kill: () => false }),
+    };
+    const running = new ExecRunner({ launcher }).run({ command: 'nft', args: ['-j', 'list', 'ruleset'], timeoutMs: 20 });
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    finish({ code: 0, signal: null, stdout: '{}', stderr: '', durationMs: 5 });
+    await expect(running).resolves.toMatchObject({ stdout: '{}', exitCode: 0, durationMs: 5 });
   });
 
   it('quotes arguments with spaces in the message', async () => {

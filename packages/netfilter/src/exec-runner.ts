@@ -123,15 +123,14 @@ export class ExecRunner implements CommandRunner {
     /** Why the registry killed it (the agent stopping), if it did. */
     let killedBecause: string | undefined;
     let settled = false;
+    // A command that had ended already (its large output still being read) is not called timed out or killed.
     const timer = setTimeout(() => {
-      timedOut = true;
-      launched.kill();
+      if (launched.kill()) timedOut = true;
     }, timeoutMs);
     const untrack = this.#registry.track({
       kill: (reason) => {
         if (settled || killedBecause !== undefined) return;
-        killedBecause = reason;
-        launched.kill();
+        if (launched.kill()) killedBecause = reason;
       },
     });
 

@@ -33,9 +33,10 @@ export interface LaunchedCommand {
   readonly ended: Promise<LaunchEnd>;
   /**
    * Kills the command's process group (each command leads one, so that what it started goes too). It then ends on
-   * its exit, without waiting for pipes that a descendant which left the group may still hold open.
+   * its exit, without waiting for pipes that a descendant which left the group may still hold open. False when the
+   * command had ended already (its end may still be on its way): nothing was killed.
    */
-  kill(): void;
+  kill(): boolean;
 }
 
 /** Starts commands. ExecRunner decides deadlines, errors and logging; a launcher only starts and ends processes. */
@@ -120,19 +121,22 @@ export const inProcessLauncher: Launcher = {
       // Some failures (an argument Node refuses) throw here instead of arriving as 'error'.
       if (inputFile !== undefined) closeSync(inputFile);
       settle({ spawnError: error instanceof Error ? error.message : String(error) });
-      return { ended, kill: () => undefined };
+      return { ended, kill: () => false };
     }
     // The child holds its own descriptor of the file now.
     if (inputFile !== undefined) closeSync(inputFile);
     const spawned = performance.now();
-    endOf(child, launch.input !== undefined && inputFile === undefined ? launch.input : undefined, (end) =>
-      settle('spawnError' in end ? end : { ...end, durationMs: performance.now() - spawned }),
-    );
+    let over = false;
+    endOf(child, launch.input !== undefined && inputFile === undefined ? launch.input : undefined, (end) => {
+      over = true;
+      settle('spawnError' in end ? end : { ...end, durationMs: performance.now() - spawned });
+    });
     let killed = false;
     return {
       ended,
       kill: () => {
-        if (killed) return;
+        if (killed) return true;
+        if (over) return false;
         killed = true;
         killGroup(child);
         // A descendant that left the process group may still hold stdout open, and 'close' would wait for it.
@@ -142,6 +146,7 @@ export const inProcessLauncher: Launcher = {
         };
         if (child.exitCode !== null || child.signalCode !== null) dropPipes();
         else child.once('exit', dropPipes);
+        return true;
       },
     };
   },
@@ -337,7 +342,8 @@ export class HelperLauncher implements Launcher {
       kill: () => {
         pending.killed = true;
         if (pending.inProcess) return pending.inProcess.kill();
-        if (!this.#pending.has(id)) return;
+        // Ended already: its output may still be being read.
+        if (!this.#pending.has(id)) return false;
         if (helper.connected) {
           helper.send({ type: 'kill', id }, (error) => {
             if (error) this.#lost(helper, `the command helper is gone: ${error.message}`);
@@ -345,6 +351,7 @@ export class HelperLauncher implements Launcher {
         } else {
           this.#lost(helper, 'the command helper is gone');
         }
+        return true;
       },
     };
   }
