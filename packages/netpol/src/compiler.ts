@@ -44,6 +44,8 @@ interface PolicyEntry {
   signature: string | undefined;
   readonly parsed: ParsedPolicy;
   compiled: CompiledPolicy | undefined;
+  /** What the entry this one replaced had compiled to, until this one is resolved. */
+  replaced: CompiledPolicy | undefined;
   resolveProblems: readonly PolicyProblem[];
 }
 
@@ -64,6 +66,8 @@ export class PolicyCompiler {
   readonly #cluster: ClusterIndex;
   #policies = new Map<string, PolicyEntry>();
   #model: PolicyModel | undefined;
+  /** The keys of the policies in #model, in its order: reused while no policy comes, goes or changes its targets. */
+  #order: string[] = [];
   /** compileAsync calls run one after the other. */
   #queue: Promise<unknown> = Promise.resolve();
   #running = false;
@@ -117,24 +121,31 @@ export class PolicyCompiler {
     const started = performance.now();
     const lists = readInput(input);
     const changes = yield* this.#cluster.updateSteps(lists.pods, lists.namespaces);
-    const { dirty, changedPolicies, policySetChanged } = yield* this.#updatePolicies(lists.policies);
+    const { dirty, changedPolicies, policySetChanged, keysChanged } = yield* this.#updatePolicies(lists.policies);
     this.#markAffected(changes, dirty);
-
-    const cache: PeerCache = new Map();
-    for (const id of dirty) {
-      const entry = this.#policies.get(id);
-      if (!entry) continue;
-      const resolved = resolvePolicy(entry.parsed, this.#cluster, cache);
-      entry.compiled = resolved.compiled;
-      entry.resolveProblems = resolved.problems;
-      yield;
-    }
-
     const modelPodsChanged = changes.pods.some(
       ({ before, after }) =>
         before?.local || after?.local || (before?.problems.length ?? 0) > 0 || (after?.problems.length ?? 0) > 0,
     );
-    if (!this.#model || dirty.size > 0 || policySetChanged || modelPodsChanged) this.#model = this.#buildModel();
+
+    // An event that changes a policy's peers (a remote pod relabelled) leaves every local pod's policies as they were:
+    // the model then keeps its pods and its order of policies, so that such an event costs the same however many
+    // policies there are.
+    let podsKept = this.#model !== undefined && !keysChanged && !modelPodsChanged;
+    const cache: PeerCache = new Map();
+    for (const id of dirty) {
+      const entry = this.#policies.get(id);
+      if (!entry) continue;
+      const before = entry.compiled ?? entry.replaced;
+      const resolved = resolvePolicy(entry.parsed, this.#cluster, cache);
+      entry.compiled = resolved.compiled;
+      entry.replaced = undefined;
+      entry.resolveProblems = resolved.problems;
+      if (podsKept && !sameForPods(before, entry.compiled)) podsKept = false;
+      yield;
+    }
+
+    if (!this.#model || dirty.size > 0 || policySetChanged || modelPodsChanged) this.#model = this.#buildModel(podsKept ? this.#model : undefined);
     this.#stats = {
       podsChanged: changes.pods.length,
       namespacesChanged: changes.namespaces.length,
@@ -150,10 +161,13 @@ export class PolicyCompiler {
     dirty: Set<string>;
     changedPolicies: number;
     policySetChanged: boolean;
+    /** A policy came or went (not only changed). */
+    keysChanged: boolean;
   }> {
     const dirty = new Set<string>();
     const next = new Map<string, PolicyEntry>();
     let changedPolicies = 0;
+    let added = 0;
     for (const [index, policy] of policies.entries()) {
       const id = policyKey(policy, index);
       const previous = next.get(id) ?? this.#policies.get(id);
@@ -167,7 +181,8 @@ export class PolicyCompiler {
         continue;
       }
       const parsed = parsePolicy(policy);
-      next.set(id, { source: policy, signature, parsed, compiled: undefined, resolveProblems: [] });
+      next.set(id, { source: policy, signature, parsed, compiled: undefined, replaced: previous?.compiled, resolveProblems: [] });
+      if (!previous) added++;
       dirty.add(id);
       changedPolicies++;
       yield;
@@ -175,7 +190,12 @@ export class PolicyCompiler {
     let removed = 0;
     for (const id of this.#policies.keys()) if (!next.has(id)) removed++;
     this.#policies = next;
-    return { dirty, changedPolicies: changedPolicies + removed, policySetChanged: changedPolicies + removed > 0 };
+    return {
+      dirty,
+      changedPolicies: changedPolicies + removed,
+      policySetChanged: changedPolicies + removed > 0,
+      keysChanged: added + removed > 0,
+    };
   }
 
   /** Marks the policies whose result a pod or namespace change can alter. */
@@ -210,18 +230,39 @@ export class PolicyCompiler {
     return parsed.selectorPeers.some((peer) => peerSelects(peer, pod, namespaceLabels));
   }
 
-  #buildModel(): PolicyModel {
-    const policies: CompiledPolicy[] = [];
+  /**
+   * `kept` is the previous model when every local pod's policies and their flags are as they were in it: its pods
+   * and its order of policies are reused instead of being worked out from every policy again.
+   */
+  #buildModel(kept: PolicyModel | undefined): PolicyModel {
     const problems: PolicyProblem[] = [];
-    for (const entry of this.#policies.values()) {
-      if (entry.compiled) policies.push(entry.compiled);
-      problems.push(...entry.parsed.problems, ...entry.resolveProblems);
+    for (const entry of this.#policies.values()) problems.push(...entry.parsed.problems, ...entry.resolveProblems);
+    let policies: CompiledPolicy[];
+    if (kept) {
+      policies = this.#order.map((key) => this.#policies.get(key)?.compiled as CompiledPolicy);
+    } else {
+      const keyed: { key: string; compiled: CompiledPolicy }[] = [];
+      for (const [key, entry] of this.#policies) if (entry.compiled) keyed.push({ key, compiled: entry.compiled });
+      keyed.sort((a, b) => compareText(a.compiled.id, b.compiled.id));
+      this.#order = keyed.map((item) => item.key);
+      policies = keyed.map((item) => item.compiled);
     }
-    policies.sort((a, b) => compareText(a.id, b.id));
     problems.sort(
       (a, b) => compareText(a.policy, b.policy) || compareText(a.path, b.path) || compareText(a.message, b.message),
     );
 
+    const pods = kept?.pods ?? this.#localPods(policies);
+    const podProblems = this.#cluster.podProblems();
+    return defineFingerprint({ nodeName: this.nodeName, policies, pods, problems, podProblems }, () => [
+      policies.map((policy) => `${policy.id} ${policy.fingerprint}`),
+      pods,
+      problems,
+      podProblems,
+    ]);
+  }
+
+  /** Each local pod with the policies that isolate it, per direction. */
+  #localPods(policies: readonly CompiledPolicy[]): LocalPod[] {
     const applying = new Map<string, { ingress: CompiledPolicy[]; egress: CompiledPolicy[] }>();
     for (const policy of policies) {
       for (const target of policy.targets) {
@@ -234,7 +275,7 @@ export class PolicyCompiler {
         if (policy.egress.isolates) entry.egress.push(policy);
       }
     }
-    const pods: LocalPod[] = [...this.#cluster.localPods()]
+    return [...this.#cluster.localPods()]
       .sort((a, b) => compareText(a.id, b.id))
       .map((pod) => {
         const entry = applying.get(pod.id) ?? { ingress: [], egress: [] };
@@ -252,14 +293,24 @@ export class PolicyCompiler {
           egress: state(entry.egress, 'egress'),
         };
       });
-    const podProblems = this.#cluster.podProblems();
-    return defineFingerprint({ nodeName: this.nodeName, policies, pods, problems, podProblems }, () => [
-      policies.map((policy) => `${policy.id} ${policy.fingerprint}`),
-      pods,
-      problems,
-      podProblems,
-    ]);
   }
+}
+
+/**
+ * Whether the model's local pods read the same from the two compiles of one policy: what #localPods takes from it.
+ * Its peers and ports may differ; the pods only name it.
+ */
+function sameForPods(before: CompiledPolicy | undefined, after: CompiledPolicy | undefined): boolean {
+  if (before === undefined || after === undefined) return before === after;
+  return (
+    before.id === after.id &&
+    before.ingress.isolates === after.ingress.isolates &&
+    before.egress.isolates === after.egress.isolates &&
+    before.ingress.failClosed === after.ingress.failClosed &&
+    before.egress.failClosed === after.egress.failClosed &&
+    before.targets.length === after.targets.length &&
+    before.targets.every((target, index) => target.pod === after.targets[index]?.pod)
+  );
 }
 
 /** Compiles once, without keeping state between calls. */

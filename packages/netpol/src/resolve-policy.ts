@@ -80,17 +80,17 @@ function resolveRule(
   cache: PeerCache,
   problems: PolicyProblem[],
 ): CompiledRule {
-  const selections = rule.selectorPeers.map((peer) => selectPeers(peer, cluster, cache));
-  const peerPods = new Map<string, PodView>();
-  for (const selection of selections) for (const pod of selection.pods) peerPods.set(pod.id, pod);
-  // One selector peer (the common case) reuses its sorted IP lists instead of building them again for each policy.
-  const podIps = selections.length === 1 ? (selections[0] as PeerSelection).ips : ipsOf(peerPods.values());
+  const podsKey = rule.anyPeer ? '' : [...new Set(rule.selectorPeers.map((peer) => peer.key))].sort(compareText).join('\n');
+  // Every rule with the same selector peers shares one selection and its sorted IP lists, several peers included.
+  const selection = rule.selectorPeers.length === 1 ? selectPeers(rule.selectorPeers[0] as SelectorPeer, cluster, cache) : unionOfPeers(rule, podsKey, cluster, cache);
   const peers = {
     any: rule.anyPeer,
-    podsKey: rule.anyPeer ? '' : [...new Set(rule.selectorPeers.map((peer) => peer.key))].sort(compareText).join('\n'),
-    pods: rule.anyPeer ? { ipv4: [], ipv6: [] } : podIps,
+    podsKey,
+    pods: rule.anyPeer ? { ipv4: [], ipv6: [] } : selection.ips,
     ipBlocks: rule.anyPeer ? { ipv4: [], ipv6: [] } : rule.ipBlocks,
   };
+  const peerPods = new Map<string, PodView>();
+  if (rule.namedPorts.length > 0) for (const pod of selection.pods) peerPods.set(pod.id, pod);
 
   const namedPorts: NamedPortMatch[] = [];
   const seen = new Set<string>();
@@ -172,6 +172,20 @@ export function ipsInside(pod: PodView, rule: Pick<ParsedRule, 'blockRanges'>): 
   const inside = { ipv4: [] as string[], ipv6: [] as string[] };
   for (const ip of pod.parsedIps) if (rule.blockRanges.contains(ip)) inside[ip.family].push(ip.text);
   return inside;
+}
+
+/**
+ * The pods of several selector peers, each once. Cached under the rule's podsKey: peer keys never hold a newline,
+ * so a key of several peers never meets one of a single peer (and a rule naming one peer twice is that peer's).
+ */
+function unionOfPeers(rule: ParsedRule, podsKey: string, cluster: ClusterView, cache: PeerCache): PeerSelection {
+  const cached = cache.get(podsKey);
+  if (cached) return cached;
+  const pods = new Map<string, PodView>();
+  for (const peer of rule.selectorPeers) for (const pod of selectPeers(peer, cluster, cache).pods) pods.set(pod.id, pod);
+  const selection = { pods: [...pods.values()], ips: ipsOf(pods.values()) };
+  cache.set(podsKey, selection);
+  return selection;
 }
 
 function selectPeers(peer: SelectorPeer, cluster: ClusterView, cache: PeerCache): PeerSelection {
