@@ -12,7 +12,7 @@ import {
   reportPolicyProblems,
   reportRefusedPolicies,
 } from '@kube-router/netpol';
-import type { IpFamily, NetpolSources } from '@kube-router/netpol';
+import type { IpFamily, LocalPod, NetpolSources } from '@kube-router/netpol';
 import { findIptablesLeftovers } from './iptables-leftovers.js';
 import type { IptablesLeftovers } from './iptables-leftovers.js';
 import { KernelApplier, tableRef } from './kernel.js';
@@ -50,6 +50,7 @@ export function createNetpolNftablesController(
   const compiler = new PolicyCompiler({ nodeName: ctx.nodeName });
   const renders = new PolicyRenders((policy) => renderPolicy(policy, families));
   const podChains = new PodChainCache();
+  let nodeRenders: { pods: readonly LocalPod[]; podCidrs: string; renders: Map<string, NodeRender> } = { pods: [], podCidrs: '', renders: new Map() };
   const warnings = new PolicyWarnings((...args) => deps.sources.warnPolicy(...args));
   const exclusive = new Mutex();
   let leftoversRemoved = !options.removeIptablesLeftovers;
@@ -99,13 +100,18 @@ export function createNetpolNftablesController(
     signal.throwIfAborted();
 
     const nodeOptions = { ...options, podCidrs };
-    podChains.nextSync();
-    // The applier asks for the node's objects more than once per sync; each answer stands for the whole sync.
-    const nodeRenders = new Map<string, NodeRender>();
+    // The applier asks for the node's objects more than once per sync; each answer stands for the whole sync, and for
+    // the next ones while the model keeps its local pods (an event that changes only peers) and the pod CIDRs stay.
+    const renderedFor = { pods: model.pods, podCidrs: podCidrs.join(',') };
+    if (nodeRenders.pods !== renderedFor.pods || nodeRenders.podCidrs !== renderedFor.podCidrs) {
+      podChains.nextSync();
+      nodeRenders = { ...renderedFor, renders: new Map() };
+    }
+    const nodeRenderCache = nodeRenders.renders;
     const renderThisNode = (family: IpFamily, failed: ReadonlySet<string>): NodeRender => {
       const key = [family, ...[...failed].sort()].join('\0');
-      let render = nodeRenders.get(key);
-      if (!render) nodeRenders.set(key, (render = renderNode(model, family, nodeOptions, failed, podChains)));
+      let render = nodeRenderCache.get(key);
+      if (!render) nodeRenderCache.set(key, (render = renderNode(model, family, nodeOptions, failed, podChains)));
       return render;
     };
     const applyStarted = performance.now();

@@ -63,14 +63,27 @@ function intervalText([start, end]: Interval, family: IpFamily): string {
  * elements of one interval set, so that a block's excepts never shadow another block and one lookup matches them all.
  */
 export function ipBlockElements(blocks: readonly IpBlock[], family: IpFamily): string[] {
-  const pieces = blocks.flatMap((block) =>
-    subtract(
-      cidrInterval(block.cidr, family),
-      block.except.map((cidr) => cidrInterval(cidr, family)),
-    ),
-  );
-  return merge(pieces).map((interval) => intervalText(interval, family));
+  // Policies repeat their ipBlocks (an allow-list of the same ranges in every namespace), and parsing and printing
+  // IPv6 ranges through ipaddr.js was a few milliseconds of every first sync: each distinct list is worked out once.
+  const key = `${family} ${blocks.map((block) => [block.cidr, ...block.except].join(' ')).join(',')}`;
+  let elements = blockElements.get(key);
+  if (elements === undefined) {
+    const pieces = blocks.flatMap((block) =>
+      subtract(
+        cidrInterval(block.cidr, family),
+        block.except.map((cidr) => cidrInterval(cidr, family)),
+      ),
+    );
+    elements = merge(pieces).map((interval) => intervalText(interval, family));
+    if (blockElements.size >= MAX_CACHED_BLOCK_LISTS) blockElements.clear();
+    blockElements.set(key, elements);
+  }
+  return [...elements];
 }
+
+const blockElements = new Map<string, readonly string[]>();
+/** Bounds the memo: a cluster that keeps making new ipBlocks starts it afresh instead of growing it. */
+const MAX_CACHED_BLOCK_LISTS = 4096;
 
 /**
  * Elements of an interval set in one canonical form (merged `a-b` ranges), whatever notation nft lists them in

@@ -89,19 +89,32 @@ function elementGroups(elements: readonly string[]): string[] {
   return groups;
 }
 
-/** A new set or verdict map with its elements, inside a table block; a few hundred elements per line. */
+/** `elements = { … }`, a few hundred elements per line; nothing for none. */
+function elementsClause(elements: readonly string[]): string {
+  return elements.length === 0 ? '' : `elements = { ${elementGroups(elements).join(',\n')} }`;
+}
+
+/** A new set or verdict map with its elements, inside a table block. */
 export function setBlock(set: SetRender): string[] {
   const lines = [`${set.map ? 'map' : 'set'} ${set.name} { ${setSpec(set)}`];
-  if (set.elements.length > 0) lines.push(`elements = { ${elementGroups(set.elements).join(',\n')} }`);
+  if (set.elements.length > 0) lines.push(elementsClause(set.elements));
   lines.push('}');
   return lines;
 }
 
-export function setDeclaration(table: string, set: SetRender): string {
-  return `add ${set.map ? 'map' : 'set'} ${table} ${set.name} { ${setSpec(set)} }`;
+/**
+ * `add set` (or `add map`) of a set as we want it, adding `elements` to it. On a set the kernel holds, this is how
+ * elements are added: nft 1.0.6 reads every chain of the namespace before an `add element` command (a verdict map's
+ * element may jump to one), and only the table before an `add set`, so the same addition costs the same whatever
+ * the number of policies (in a namespace with the benchmark's 2,764 chains: 8 ms, against 17 ms as `add element`).
+ * The kernel checks a jump to a chain all the same. A set of another type under our name is refused.
+ */
+export function setDeclaration(table: string, set: SetRender, elements: readonly string[] = []): string {
+  const added = elementsClause(elements);
+  return `add ${set.map ? 'map' : 'set'} ${table} ${set.name} { ${setSpec(set)}${added ? ` ${added}` : ''} }`;
 }
 
-/** `add element` / `delete element` lines, a few hundred elements each. */
-export function elementLines(verb: 'add' | 'delete', table: string, name: string, elements: readonly string[]): string[] {
-  return elementGroups(elements).map((group) => `${verb} element ${table} ${name} { ${group} }`);
+/** `delete element` lines, a few hundred elements each. */
+export function deleteElementLines(table: string, name: string, keys: readonly string[]): string[] {
+  return elementGroups(keys).map((group) => `delete element ${table} ${name} { ${group} }`);
 }
