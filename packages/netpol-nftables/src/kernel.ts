@@ -80,8 +80,9 @@ export interface KernelApplierOptions {
 /**
  * Keeps our tables equal to the desired state while writing only what changed. It knows what the kernel holds from
  * reading it back (`nft -j`, at start, on periodic syncs and after any failure) and from what it wrote since.
- * Nothing is flushed up front: each chain is replaced inside the transaction that writes it, sets change by element
- * adds and deletes, so traffic never sees a chain or set half-written, and a restarted agent adopts what is in place.
+ * Nothing is flushed up front: each chain is replaced inside the transaction that writes it, a set changes by its
+ * element changes (or is refilled) inside the transaction that needs it (see setScript), so traffic never sees a
+ * chain or set half-written, and a restarted agent adopts what is in place.
  *
  * Each family's table is written in one transaction of its own (its changed policies, then its dispatch: pod chains,
  * maps, base chains), the two families' at the same time. When the kernel refuses one, that family is written in

@@ -73,6 +73,35 @@ describe('PolicyCompiler', () => {
     expect(byId(second).get('prod/web')?.ingress.rules[0]?.peers.pods.ipv4).toEqual(['10.0.0.33']);
   });
 
+  it('keeps the model\'s local pods when only peers changed, and works them out again when a target changed', () => {
+    const compiler = new PolicyCompiler({ nodeName: NODE });
+    const first = compiler.compile({ pods: basePods, namespaces: baseNamespaces, policies: basePolicies });
+    // A remote peer moves: prod/web's peers change, no local pod's policies do.
+    const moved = withPod(basePods, pod('prod/api', { labels: { app: 'api' }, ips: ['10.0.0.33'], node: 'node-b' }));
+    const second = compiler.compile({ pods: moved, namespaces: baseNamespaces, policies: basePolicies });
+    expect(second).not.toBe(first);
+    expect(second.pods).toBe(first.pods);
+    // prod/web stops isolating its pod in ingress (it now allows everyone): the pods are worked out again.
+    const opened = [policy('prod/web', { podSelector: { matchLabels: { app: 'web' } }, policyTypes: ['Egress'] }), basePolicies[1] as NetworkPolicyLike];
+    const third = compiler.compile({ pods: moved, namespaces: baseNamespaces, policies: opened });
+    expect(third.pods).not.toBe(second.pods);
+    expect(third).toEqual(compileNetworkPolicies({ nodeName: NODE, pods: moved, namespaces: baseNamespaces, policies: opened }));
+  });
+
+  it('works out the model again when a policy listed twice under one name stops selecting local pods', () => {
+    // Informers never list a key twice, but the compiler must not trust its input: the last copy wins.
+    const pods = [pod('web/a', { labels: { app: 'a' }, ips: ['10.0.0.1'] })];
+    const namespaces = [namespace('web', {})];
+    const compiler = new PolicyCompiler({ nodeName: NODE });
+    compiler.compile({ pods, namespaces, policies: [policy('web/p', { podSelector: {} })] });
+    const twice = [policy('web/p', { podSelector: {}, ingress: [{}] }), policy('web/p', { podSelector: { matchLabels: { app: 'none' } } })];
+    const model = compiler.compile({ pods, namespaces, policies: twice });
+    expect(model.policies).toEqual([]);
+    expect(model.pods[0]?.ingress.isolated).toBe(false);
+    expect(() => model.fingerprint).not.toThrow();
+    expect(model).toEqual(compileNetworkPolicies({ nodeName: NODE, pods, namespaces, policies: twice }));
+  });
+
   it('recompiles a policy when a pod stops matching its peer selector', () => {
     const compiler = new PolicyCompiler({ nodeName: NODE });
     compiler.compile({ pods: basePods, namespaces: baseNamespaces, policies: basePolicies });

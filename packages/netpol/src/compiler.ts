@@ -181,8 +181,9 @@ export class PolicyCompiler {
         continue;
       }
       const parsed = parsePolicy(policy);
-      next.set(id, { source: policy, signature, parsed, compiled: undefined, replaced: previous?.compiled, resolveProblems: [] });
-      if (!previous) added++;
+      // What the last model had under this key (not an earlier copy of the key in this same list, not resolved yet).
+      next.set(id, { source: policy, signature, parsed, compiled: undefined, replaced: this.#policies.get(id)?.compiled, resolveProblems: [] });
+      if (!this.#policies.has(id)) added++;
       dirty.add(id);
       changedPolicies++;
       yield;
@@ -237,10 +238,14 @@ export class PolicyCompiler {
   #buildModel(kept: PolicyModel | undefined): PolicyModel {
     const problems: PolicyProblem[] = [];
     for (const entry of this.#policies.values()) problems.push(...entry.parsed.problems, ...entry.resolveProblems);
-    let policies: CompiledPolicy[];
+    let policies: CompiledPolicy[] | undefined;
     if (kept) {
-      policies = this.#order.map((key) => this.#policies.get(key)?.compiled as CompiledPolicy);
-    } else {
+      const inOrder = this.#order.map((key) => this.#policies.get(key)?.compiled);
+      // Only ever whole: should a policy of the order have none, everything is worked out again.
+      if (inOrder.every((compiled) => compiled !== undefined)) policies = inOrder;
+      else kept = undefined;
+    }
+    if (!policies) {
       const keyed: { key: string; compiled: CompiledPolicy }[] = [];
       for (const [key, entry] of this.#policies) if (entry.compiled) keyed.push({ key, compiled: entry.compiled });
       keyed.sort((a, b) => compareText(a.compiled.id, b.compiled.id));

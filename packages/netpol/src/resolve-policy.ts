@@ -175,16 +175,18 @@ export function ipsInside(pod: PodView, rule: Pick<ParsedRule, 'blockRanges'>): 
 }
 
 /**
- * The pods of several selector peers, each once. Cached under the rule's podsKey: peer keys never hold a newline,
- * so a key of several peers never meets one of a single peer (and a rule naming one peer twice is that peer's).
+ * The pods of several selector peers, each once. Cached under the rule's podsKey behind a NUL, which no peer's own
+ * key starts with (each begins with `namespace`): a peer key holds its namespace as it is, so without it a malformed
+ * namespace could spell another rule's podsKey.
  */
 function unionOfPeers(rule: ParsedRule, podsKey: string, cluster: ClusterView, cache: PeerCache): PeerSelection {
-  const cached = cache.get(podsKey);
+  const key = `\0${podsKey}`;
+  const cached = cache.get(key);
   if (cached) return cached;
   const pods = new Map<string, PodView>();
   for (const peer of rule.selectorPeers) for (const pod of selectPeers(peer, cluster, cache).pods) pods.set(pod.id, pod);
   const selection = { pods: [...pods.values()], ips: ipsOf(pods.values()) };
-  cache.set(podsKey, selection);
+  cache.set(key, selection);
   return selection;
 }
 
