@@ -319,7 +319,7 @@ export class KernelApplier {
           inKernel.add(policy);
           continue;
         }
-        units.push({ policy: policy.id, source: policy, family, render, chains, sets });
+        units.push({ policy: policy.id, source: policy, family, chains, sets });
       }
       const due = slice();
       if (due) await due;
@@ -671,9 +671,9 @@ function scriptSize(lines: readonly string[]): number {
 
 interface Unit {
   readonly policy: string;
+  /** The policy's render: once the unit is written, known to be in the kernel for this family. */
   readonly source: PolicyRender;
   readonly family: IpFamily;
-  readonly render: PolicyFamilyRender;
   readonly chains: readonly ChainRender[];
   /** The policy's sets that differed from the kernel's when the unit was made (shared ones too; see #unitParts). */
   readonly sets: readonly SetRender[];
