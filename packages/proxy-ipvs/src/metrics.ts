@@ -1,5 +1,6 @@
-import { Gauge, Histogram } from 'prom-client';
-import type { Registry } from 'prom-client';
+import { gaugeOn, histogramOn } from '@kube-router/metrics';
+import { Gauge } from 'prom-client';
+import type { Histogram, Registry } from 'prom-client';
 import { ipvsServiceId } from '@kube-router/netfilter';
 import type { IpvsServiceStats } from '@kube-router/netfilter';
 import type { DesiredVirtualServer } from './model.js';
@@ -24,18 +25,16 @@ export class ProxyMetrics {
   readonly exportTime: Histogram;
 
   constructor(registry: Registry, readStats: () => Promise<IpvsServiceStats[]>, owners: () => ReadonlyMap<string, DesiredVirtualServer>) {
-    this.ipvsServices = new Gauge({ name: 'kube_router_controller_ipvs_services', help: 'Number of ipvs services in the instance', registers: [registry] });
-    this.syncTime = new Histogram({
+    this.ipvsServices = gaugeOn(registry, { name: 'kube_router_controller_ipvs_services', help: 'Number of ipvs services in the instance' });
+    this.syncTime = histogramOn(registry, {
       name: 'kube_router_controller_ipvs_services_sync_time',
       help: 'Time it took for controller to sync ipvs services',
       buckets: [0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120],
-      registers: [registry],
     });
-    this.exportTime = new Histogram({
+    this.exportTime = histogramOn(registry, {
       name: 'kube_router_controller_ipvs_metrics_export_time',
       help: 'Time it took to export metrics',
       buckets: [0.01, 0.05, 0.1, 0.5, 1, 5],
-      registers: [registry],
     });
     // One read of the kernel serves all five gauges of a scrape: prom-client collects them one after another.
     let pending: Promise<IpvsServiceStats[]> | undefined;
@@ -50,6 +49,9 @@ export class ProxyMetrics {
       return pending;
     };
     for (const [name, help, field] of COUNTERS) {
+      // These read this instance's kernel and Services when scraped: a controller made again on the same registry
+      // (a custom assembly that restarts its plugins) takes them over instead of failing to register them.
+      registry.removeSingleMetric(name);
       new Gauge({
         name,
         help,
