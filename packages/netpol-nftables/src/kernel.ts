@@ -299,7 +299,7 @@ export class KernelApplier {
     const units: Unit[] = [];
     // A set that several policies share has the same elements in each of their renders: compared with the kernel's
     // once per family (#unitParts then writes it once).
-    const compared = new Map<string, { first: SetRender; differing: boolean }>();
+    const compared = new Map(families.map((family) => [family, new Map<string, { first: SetRender; differing: boolean }>()] as const));
     for (const policy of desired.policies) {
       for (const family of families) {
         const inKernel = this.#inKernel[family];
@@ -307,11 +307,11 @@ export class KernelApplier {
         const render = policy.families[family];
         if (!render) continue;
         const state = this.#family(family);
+        const comparedHere = compared.get(family) as Map<string, { first: SetRender; differing: boolean }>;
         const chains = render.chains.filter((candidate) => !sameChain(state.chains.get(candidate.name), candidate));
         const sets = render.sets.filter((candidate) => {
-          const key = `${family}\0${candidate.name}`;
-          let seen = compared.get(key);
-          if (seen === undefined) compared.set(key, (seen = { first: candidate, differing: !sameSet(state.sets.get(candidate.name), candidate, family) }));
+          let seen = comparedHere.get(candidate.name);
+          if (seen === undefined) comparedHere.set(candidate.name, (seen = { first: candidate, differing: !sameSet(state.sets.get(candidate.name), candidate, family) }));
           else this.#checkShared(seen.first, candidate, policy.id);
           return seen.differing;
         });

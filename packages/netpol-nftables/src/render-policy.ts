@@ -30,18 +30,37 @@ const ALLOW = `meta mark set meta mark | 0x${POLICY_MARK.toString(16)} return`;
  * targets. A direction that failed to compile gets no chain: the pod chains of its targets reject instead.
  */
 export function renderPolicy(policy: CompiledPolicy, families: readonly IpFamily[]): PolicyRender {
-  // Each family is rendered when it is first asked for: the applier builds and sends the IPv4 table's transaction
-  // before it asks for the IPv6 objects, so a full sync's IPv6 rendering runs while nft writes the IPv4 table.
-  const rendered: Partial<Record<IpFamily, PolicyFamilyRender>> = {};
-  const lazy: Partial<Record<IpFamily, PolicyFamilyRender>> = {};
-  for (const family of families) {
-    if (policy.targetIPs[family].length === 0) continue;
-    Object.defineProperty(lazy, family, {
-      enumerable: true,
-      get: () => (rendered[family] ??= renderFamily(policy, family)),
-    });
+  return { id: policy.id, families: new FamilyRenders(policy, families) };
+}
+
+/**
+ * Each family is rendered when it is first asked for: the applier builds and sends the IPv4 table's transaction
+ * before it asks for the IPv6 objects, so a full sync's IPv6 rendering runs while nft writes the IPv4 table. Getters
+ * on a class, not properties defined on each object: a thousand of those made a first sync's objects slow to read.
+ */
+class FamilyRenders implements Partial<Record<IpFamily, PolicyFamilyRender>> {
+  readonly #policy: CompiledPolicy;
+  readonly #families: readonly IpFamily[];
+  #ipv4: PolicyFamilyRender | undefined;
+  #ipv6: PolicyFamilyRender | undefined;
+
+  constructor(policy: CompiledPolicy, families: readonly IpFamily[]) {
+    this.#policy = policy;
+    this.#families = families;
   }
-  return { id: policy.id, families: lazy };
+
+  /** Undefined when the family is not enabled or the policy has no target with an address of it. */
+  get ipv4(): PolicyFamilyRender | undefined {
+    return this.#has('ipv4') ? (this.#ipv4 ??= renderFamily(this.#policy, 'ipv4')) : undefined;
+  }
+
+  get ipv6(): PolicyFamilyRender | undefined {
+    return this.#has('ipv6') ? (this.#ipv6 ??= renderFamily(this.#policy, 'ipv6')) : undefined;
+  }
+
+  #has(family: IpFamily): boolean {
+    return this.#families.includes(family) && this.#policy.targetIPs[family].length > 0;
+  }
 }
 
 function renderFamily(policy: CompiledPolicy, family: IpFamily): PolicyFamilyRender {
@@ -50,22 +69,29 @@ function renderFamily(policy: CompiledPolicy, family: IpFamily): PolicyFamilyRen
   for (const direction of DIRECTIONS) {
     const compiled = policy[direction];
     if (!compiled.isolates || compiled.failClosed) continue;
-    const rules = compiled.rules.flatMap((rule) => renderRule(policy, direction, rule, family, sets));
+    const what = direction === 'ingress' ? 'from source pods to dest pods' : 'from pods to destinations';
+    const comment = `rule to ACCEPT traffic ${what} selected by policy name: ${policy.name} namespace ${policy.namespace}`;
+    const rules: NftRuleText[] = [];
+    for (const rule of compiled.rules) renderRule(policy, direction, rule, family, comment, rules, sets);
     chains.push(chain(policyChainName(policy.id, direction, family), rules));
   }
   // Rules with the same selectors or the same ipBlocks (port 80 and port 443 from the same pods) share a set: listed
   // once, so that a transaction never carries its element changes twice.
+  if (sets.length < 2) return { chains, sets };
   const named = new Map(sets.map((set) => [set.name, set] as const));
   return { chains, sets: named.size === sets.length ? sets : [...named.values()] };
 }
 
+/** Appends the rule's statements to `rules` and the sets they name to `sets`. */
 function renderRule(
   policy: CompiledPolicy,
   direction: Direction,
   rule: CompiledRule,
   family: IpFamily,
+  comment: string,
+  rules: NftRuleText[],
   sets: SetRender[],
-): NftRuleText[] {
+): void {
   const { keyword, type } = ADDRESS[family];
   const remote = direction === 'ingress' ? 'saddr' : 'daddr';
 
@@ -91,41 +117,57 @@ function renderRule(
       peers.push(`${keyword} ${remote} . meta l4proto @${name}`);
     }
   }
-  if (peers.length === 0) return [];
+  if (peers.length === 0) return;
 
   // One port, one protocol or one named-port destination is matched as it is: an anonymous set of one element is
   // still a set in the kernel, and every set in the table adds to what each `nft -f` reads before it writes.
   const ports: string[] = [];
   if (rule.allPorts) ports.push('');
-  const numbered = rule.ports.filter((port) => port.port !== undefined);
+  const numbered: PortRange[] = [];
+  const wholeProtocols = new Set<string>();
+  for (const port of rule.ports) {
+    if (port.port === undefined) wholeProtocols.add(port.protocol.toLowerCase());
+    else numbered.push(port);
+  }
   if (numbered.length === 1) ports.push(portMatch(numbered[0] as PortRange));
   else if (numbered.length > 1) ports.push(`meta l4proto . th dport { ${numbered.map(portElement).join(', ')} }`);
-  const wholeProtocols = [...new Set(rule.ports.filter((port) => port.port === undefined).map((port) => port.protocol.toLowerCase()))];
-  if (wholeProtocols.length === 1) ports.push(`meta l4proto ${wholeProtocols[0] as string}`);
-  else if (wholeProtocols.length > 1) ports.push(`meta l4proto { ${wholeProtocols.join(', ')} }`);
-  // Every named port of the rule in one set of destination . protocol . port: one lookup, one rule.
-  const named = [...new Set(rule.namedPorts.flatMap((entry) =>
-    entry.destinations[family].map((ip) => `${ip} . ${entry.protocol.toLowerCase()} . ${entry.port}`),
-  ))].sort();
-  if (named.length === 1) {
-    const [ip, protocol, port] = (named[0] as string).split(' . ');
-    ports.push(`${keyword} daddr ${ip} meta l4proto ${protocol} th dport ${port}`);
-  } else if (named.length > 1) {
+  if (wholeProtocols.size === 1) ports.push(`meta l4proto ${[...wholeProtocols][0] as string}`);
+  else if (wholeProtocols.size > 1) ports.push(`meta l4proto { ${[...wholeProtocols].join(', ')} }`);
+  const single = singleNamedDestination(rule, family);
+  if (single) {
+    ports.push(`${keyword} daddr ${single.ip} meta l4proto ${single.protocol} th dport ${single.port}`);
+  } else if (single === undefined) {
+    // Every named port of the rule in one set of destination . protocol . port: one lookup, one rule.
+    const named = [...new Set(rule.namedPorts.flatMap((entry) =>
+      entry.destinations[family].map((ip) => `${ip} . ${entry.protocol.toLowerCase()} . ${entry.port}`),
+    ))].sort();
     const name = namedPortsSetName(policy.id, direction, ruleSetKey(rule), family);
     sets.push({ name, type: `${type} . inet_proto . inet_service`, kind: 'hash', elements: named });
     ports.push(`${keyword} daddr . meta l4proto . th dport @${name}`);
   }
 
-  const what = direction === 'ingress' ? 'from source pods to dest pods' : 'from pods to destinations';
-  const comment = `rule to ACCEPT traffic ${what} selected by policy name: ${policy.name} namespace ${policy.namespace}`;
-  const rules: NftRuleText[] = [];
   for (const peer of peers) {
     for (const port of ports) {
-      const match = [peer, port].filter(Boolean).join(' ');
+      const match = peer === '' ? port : port === '' ? peer : `${peer} ${port}`;
       rules.push({ text: match === '' ? `goto ${DEFAULT_CHAIN}` : `${match} ${ALLOW}`, comment });
     }
   }
-  return rules;
+}
+
+/**
+ * The rule's one named-port destination, if it has exactly one; null when it has none, undefined when several (a
+ * set of them). Most rules name one port that one target defines: this spares them building the set's elements.
+ */
+function singleNamedDestination(rule: CompiledRule, family: IpFamily): { ip: string; protocol: string; port: number } | null | undefined {
+  let found: { ip: string; protocol: string; port: number } | null = null;
+  for (const entry of rule.namedPorts) {
+    for (const ip of entry.destinations[family]) {
+      const protocol = entry.protocol.toLowerCase();
+      if (found && (found.ip !== ip || found.protocol !== protocol || found.port !== entry.port)) return undefined;
+      found = { ip, protocol, port: entry.port };
+    }
+  }
+  return found;
 }
 
 function portMatch(port: PortRange): string {

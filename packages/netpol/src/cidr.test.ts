@@ -25,6 +25,31 @@ describe('parseIp', () => {
   );
 });
 
+describe('parseIp on IPv4', () => {
+  /** The strict dotted quad, written out the slow way: four decimal octets, no leading zero, none above 255. */
+  const reference = (text: string): bigint | undefined => {
+    const match = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(text);
+    if (!match) return undefined;
+    const octets = match.slice(1).map((octet) => (/^(0|[1-9]\d*)$/.test(octet) ? Number(octet) : 256));
+    return octets.some((octet) => octet > 255) ? undefined : octets.reduce((value, octet) => value * 256n + BigInt(octet), 0n);
+  };
+
+  it('reads what a strict dotted quad is, with its number, and refuses everything else', () => {
+    // Short strings of digits and dots, most of them near a quad: leading zeros, empty, long or large octets.
+    const octet = fc.oneof(fc.integer({ min: 0, max: 300 }).map(String), fc.stringMatching(/^[0-9]{0,4}$/));
+    const nearQuad = fc.array(octet, { minLength: 3, maxLength: 5 }).map((parts) => parts.join('.'));
+    fc.assert(
+      fc.property(fc.oneof(nearQuad, fc.stringMatching(/^[0-9.]{0,16}$/)), (text) => {
+        const expected = reference(text);
+        const parsed = parseIp(text);
+        if (expected === undefined) expect(parsed, text).toBeUndefined();
+        else expect({ family: parsed?.family, text: parsed?.text, value: parsed?.value }, text).toEqual({ family: 'ipv4', text, value: expected });
+      }),
+      { numRuns: 3000 },
+    );
+  });
+});
+
 describe('parseIp on IPv6', () => {
   it('agrees with ipaddr.js on every way of writing an address: canonical text and number', () => {
     const group = fc.integer({ min: 0, max: 0xffff });

@@ -28,20 +28,12 @@ export interface ParsedCidr {
  */
 export function parseIp(text: string): ParsedIp | undefined {
   if (typeof text !== 'string') return undefined;
-  const quad = DOTTED_QUAD.exec(text);
-  if (quad) {
-    // Every pod has an IPv4 address to read; checking the octets directly avoids building an address object for it.
-    let value = 0;
-    for (let i = 1; i <= 4; i++) {
-      const octet = quad[i] as string;
-      if ((octet.length > 1 && octet.startsWith('0')) || Number(octet) > 255) return undefined;
-      value = value * 256 + Number(octet);
-    }
-    return { family: 'ipv4', text, value: BigInt(value) };
-  }
+  const ipv4 = dottedQuadValue(text);
+  if (ipv4 !== undefined) return new ParsedIpv4(text, ipv4);
+  if (!text.includes(':')) return undefined;
   // Only hex digits, colons and the dots of an embedded IPv4 part: no zone, and nothing the URL parser below would
   // read as the end of a host (`]`, `/`) and then ignore.
-  if (!IPV6_CHARACTERS.test(text) || !text.includes(':')) return undefined;
+  if (!IPV6_CHARACTERS.test(text)) return undefined;
   let host: string;
   try {
     // The WHATWG URL host parser (Node's own, native) validates an IPv6 address and serialises it as RFC 5952
@@ -54,6 +46,51 @@ export function parseIp(text: string): ParsedIp | undefined {
 }
 
 const IPV6_CHARACTERS = /^[0-9A-Fa-f:.]+$/;
+
+/**
+ * The number of a four-part decimal IPv4 address without leading zeros; undefined for anything else. Read character
+ * by character: every pod has an IPv4 address to read, and a regular expression's match would allocate for each.
+ */
+function dottedQuadValue(text: string): number | undefined {
+  let value = 0;
+  let octet = 0;
+  let digits = 0;
+  let parts = 0;
+  for (let index = 0; index <= text.length; index++) {
+    const code = index === text.length ? 46 : text.charCodeAt(index);
+    if (code === 46) {
+      // '.', or the end: one octet done.
+      if (digits === 0 || ++parts > 4) return undefined;
+      value = value * 256 + octet;
+      octet = 0;
+      digits = 0;
+    } else if (code >= 48 && code <= 57) {
+      if (digits === 1 && octet === 0) return undefined;
+      octet = octet * 10 + (code - 48);
+      if (++digits > 3 || octet > 255) return undefined;
+    } else {
+      return undefined;
+    }
+  }
+  return parts === 4 ? value : undefined;
+}
+
+/** An IPv4 address; its BigInt is made when a range lookup first asks for it. */
+class ParsedIpv4 implements ParsedIp {
+  readonly family = 'ipv4';
+  readonly text: string;
+  readonly #number: number;
+  #value: bigint | undefined;
+
+  constructor(text: string, number: number) {
+    this.text = text;
+    this.#number = number;
+  }
+
+  get value(): bigint {
+    return (this.#value ??= BigInt(this.#number));
+  }
+}
 
 /** An IPv6 address whose number is worked out when a range lookup first asks for it: most addresses never meet one. */
 class ParsedIpv6 implements ParsedIp {
@@ -77,8 +114,6 @@ function bytesToBigInt(bytes: readonly number[]): bigint {
   for (const byte of bytes) value = (value << 8n) | BigInt(byte);
   return value;
 }
-
-const DOTTED_QUAD = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/;
 
 /** Parses `address/prefix`; throws an Error saying what is wrong. */
 export function parseCidr(text: string): ParsedCidr {

@@ -270,8 +270,8 @@ function readPod(pod: PodLike, nodeName: string): { key: string; view: PodView |
     return undefined;
   }
   if (typeof namespace !== 'string' || typeof name !== 'string') return undefined;
-  // JSON keeps `a/b` + `c` apart from `a` + `b/c`.
-  const key = JSON.stringify([namespace, name]);
+  // The namespace's length keeps `a/b` + `c` apart from `a` + `b/c` (a malformed name may hold a slash).
+  const key = `${namespace.length}:${namespace}/${name}`;
   try {
     return { key, view: podView(pod, nodeName) };
   } catch {

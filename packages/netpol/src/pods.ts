@@ -44,16 +44,20 @@ function isRunnable(pod: PodLike): boolean {
 
 /** The pod's valid IPs from status.podIPs (or status.podIP), deduplicated. */
 export function podIps(pod: PodLike): ParsedIp[] {
-  const texts =
-    Array.isArray(pod?.status?.podIPs) && pod.status.podIPs.length > 0
-      ? pod.status.podIPs.map((entry) => entry?.ip)
-      : [pod?.status?.podIP];
-  const seen = new Map<string, ParsedIp>();
-  for (const text of texts) {
-    const ip = typeof text === 'string' ? parseIp(text) : undefined;
-    if (ip) seen.set(ip.text, ip);
+  // Plain loops: every pod of the cluster is read here on a first compile.
+  const ips: ParsedIp[] = [];
+  const entries = pod?.status?.podIPs;
+  if (Array.isArray(entries) && entries.length > 0) {
+    for (let index = 0; index < entries.length; index++) addIp(ips, (entries[index] as { ip?: unknown } | undefined)?.ip);
+  } else {
+    addIp(ips, pod?.status?.podIP);
   }
-  return [...seen.values()];
+  return ips;
+}
+
+function addIp(ips: ParsedIp[], text: unknown): void {
+  const ip = typeof text === 'string' ? parseIp(text) : undefined;
+  if (ip && !ips.some((known) => known.text === ip.text)) ips.push(ip);
 }
 
 export function podView(pod: PodLike, nodeName: string): PodView | undefined {
@@ -65,8 +69,9 @@ export function podView(pod: PodLike, nodeName: string): PodView | undefined {
   const labels = stringLabels(pod.metadata?.labels);
   const ips = { ipv4: [] as string[], ipv6: [] as string[] };
   for (const ip of parsedIps) ips[ip.family].push(ip.text);
-  ips.ipv4.sort();
-  ips.ipv6.sort();
+  // Most pods have one address of each family: nothing to sort.
+  if (ips.ipv4.length > 1) ips.ipv4.sort();
+  if (ips.ipv6.length > 1) ips.ipv6.sort();
   const local = pod.spec?.nodeName === nodeName;
   const id = `${namespace}/${name}`;
   const problems: PodProblem[] = [];
@@ -103,33 +108,41 @@ function signatureOf(view: PodView): string {
  */
 function namedContainerPorts(pod: PodLike, id: string, problems: PodProblem[]): Map<string, number> {
   const ports = new Map<string, number>();
-  const containers: [string, ContainerLike[]][] = [
-    ['containers', Array.isArray(pod.spec?.containers) ? pod.spec.containers : []],
-    ['initContainers', Array.isArray(pod.spec?.initContainers) ? pod.spec.initContainers : []],
-  ];
-  for (const [field, list] of containers) {
-    list.forEach((container, containerIndex) => {
-      if (field === 'initContainers' && container?.restartPolicy !== 'Always') return;
-      const containerPorts = Array.isArray(container?.ports) ? container.ports : [];
-      containerPorts.forEach((port, portIndex) => {
-        if (typeof port?.name !== 'string' || port.name === '' || !Number.isInteger(port.containerPort)) return;
-        if (port.containerPort < 1 || port.containerPort > 65535) {
-          problems.push({
-            pod: id,
-            path: `spec.${field}[${containerIndex}].ports[${portIndex}].containerPort`,
-            message:
-              `named port ${JSON.stringify(port.name)} has containerPort ${port.containerPort}, outside 1..65535; ` +
-              'policies naming it do not match it',
-          });
-          return;
-        }
-        const protocol = (port.protocol ?? 'TCP') as Protocol;
-        const key = namedPortKey(port.name, protocol);
-        if (!ports.has(key)) ports.set(key, port.containerPort);
-      });
-    });
-  }
+  addNamedPorts(ports, 'containers', pod.spec?.containers, id, problems);
+  addNamedPorts(ports, 'initContainers', pod.spec?.initContainers, id, problems);
   return ports;
+}
+
+function addNamedPorts(
+  ports: Map<string, number>,
+  field: 'containers' | 'initContainers',
+  list: unknown,
+  id: string,
+  problems: PodProblem[],
+): void {
+  if (!Array.isArray(list)) return;
+  for (let containerIndex = 0; containerIndex < list.length; containerIndex++) {
+    const container = list[containerIndex] as ContainerLike | undefined;
+    if (field === 'initContainers' && container?.restartPolicy !== 'Always') continue;
+    const containerPorts = Array.isArray(container?.ports) ? container.ports : [];
+    for (let portIndex = 0; portIndex < containerPorts.length; portIndex++) {
+      const port = containerPorts[portIndex];
+      if (typeof port?.name !== 'string' || port.name === '' || !Number.isInteger(port.containerPort)) continue;
+      if (port.containerPort < 1 || port.containerPort > 65535) {
+        problems.push({
+          pod: id,
+          path: `spec.${field}[${containerIndex}].ports[${portIndex}].containerPort`,
+          message:
+            `named port ${JSON.stringify(port.name)} has containerPort ${port.containerPort}, outside 1..65535; ` +
+            'policies naming it do not match it',
+        });
+        continue;
+      }
+      const protocol = (port.protocol ?? 'TCP') as Protocol;
+      const key = namedPortKey(port.name, protocol);
+      if (!ports.has(key)) ports.set(key, port.containerPort);
+    }
+  }
 }
 
 /** JSON keeps fields apart whatever they contain (a label value may hold any character, NUL included). */
@@ -157,7 +170,14 @@ export function namedPortKey(name: string, protocol: Protocol): string {
 
 function stringLabels(labels: unknown): Labels {
   if (typeof labels !== 'object' || labels === null) return {};
-  if (Object.values(labels).every((value) => typeof value === 'string')) return labels as Labels;
+  let allStrings = true;
+  for (const key in labels) {
+    if (Object.hasOwn(labels, key) && typeof (labels as Record<string, unknown>)[key] !== 'string') {
+      allStrings = false;
+      break;
+    }
+  }
+  if (allStrings) return labels as Labels;
   const result: Record<string, string> = {};
   for (const [key, value] of Object.entries(labels)) if (typeof value === 'string') result[key] = value;
   return result;

@@ -1,5 +1,5 @@
 import type { ClusterView } from './cluster-index.js';
-import { defineFingerprint } from './fingerprint.js';
+import { fingerprintOf } from './fingerprint.js';
 import type {
   CompiledDirection,
   CompiledPolicy,
@@ -45,16 +45,45 @@ export function resolvePolicy(parsed: ParsedPolicy, cluster: ClusterView, cache:
   const ingress = resolveDirection('ingress', parsed, targets, cluster, cache, problems);
   const egress = resolveDirection('egress', parsed, targets, cluster, cache, problems);
   const policyTargets: PolicyTarget[] = targets.map((pod) => ({ pod: pod.id, ips: pod.ips }));
-  const body = {
-    id: parsed.id,
-    namespace: parsed.namespace,
-    name: parsed.name,
-    targets: policyTargets,
-    targetIPs: ipsOf(targets),
-    ingress,
-    egress,
-  };
-  return { compiled: defineFingerprint({ ...body }, () => body), problems };
+  return { compiled: new FingerprintedPolicy(parsed, policyTargets, ipsOf(targets), ingress, egress), problems };
+}
+
+/**
+ * A compiled policy whose fingerprint, of its own fields in their order, is worked out when first read (most never
+ * are: see defineFingerprint). A getter on a class rather than a property defined on each object: an object with a
+ * defined property goes into dictionary mode, slow to read for every renderer after (the IPv4 render of a thousand
+ * policies took a quarter less time without it), and its two closures per policy were garbage to copy.
+ */
+class FingerprintedPolicy implements CompiledPolicy {
+  readonly id: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly targets: readonly PolicyTarget[];
+  readonly targetIPs: PerFamily<readonly string[]>;
+  readonly ingress: CompiledDirection;
+  readonly egress: CompiledDirection;
+  #fingerprint: string | undefined;
+
+  constructor(
+    parsed: ParsedPolicy,
+    targets: readonly PolicyTarget[],
+    targetIPs: PerFamily<readonly string[]>,
+    ingress: CompiledDirection,
+    egress: CompiledDirection,
+  ) {
+    this.id = parsed.id;
+    this.namespace = parsed.namespace;
+    this.name = parsed.name;
+    this.targets = targets;
+    this.targetIPs = targetIPs;
+    this.ingress = ingress;
+    this.egress = egress;
+  }
+
+  /** JSON of the own fields above: neither this getter (on the prototype) nor the private field is one of them. */
+  get fingerprint(): string {
+    return (this.#fingerprint ??= fingerprintOf(this));
+  }
 }
 
 function resolveDirection(
@@ -80,7 +109,7 @@ function resolveRule(
   cache: PeerCache,
   problems: PolicyProblem[],
 ): CompiledRule {
-  const podsKey = rule.anyPeer ? '' : [...new Set(rule.selectorPeers.map((peer) => peer.key))].sort(compareText).join('\n');
+  const podsKey = rule.anyPeer ? '' : selectionKey(rule.selectorPeers);
   // Every rule with the same selector peers shares one selection and its sorted IP lists, several peers included.
   const selection = rule.selectorPeers.length === 1 ? selectPeers(rule.selectorPeers[0] as SelectorPeer, cluster, cache) : unionOfPeers(rule, podsKey, cluster, cache);
   const peers = {
@@ -89,8 +118,9 @@ function resolveRule(
     pods: rule.anyPeer ? { ipv4: [], ipv6: [] } : selection.ips,
     ipBlocks: rule.anyPeer ? { ipv4: [], ipv6: [] } : rule.ipBlocks,
   };
+  // Only egress looks a named port up on the peers (ingress, on the targets).
   const peerPods = new Map<string, PodView>();
-  if (rule.namedPorts.length > 0) for (const pod of selection.pods) peerPods.set(pod.id, pod);
+  if (direction === 'egress' && rule.namedPorts.length > 0) for (const pod of selection.pods) peerPods.set(pod.id, pod);
 
   const namedPorts: NamedPortMatch[] = [];
   const seen = new Set<string>();
@@ -115,6 +145,12 @@ function resolveRule(
   namedPorts.sort((a, b) => compareText(a.name, b.name) || compareText(a.protocol, b.protocol) || a.port - b.port);
 
   return { index: rule.index, peers, allPorts: rule.allPorts, ports: sortPorts(rule.ports), namedPorts };
+}
+
+/** The rule's selector peers' keys, each once, sorted: what its peer pods are named and cached by. */
+function selectionKey(peers: readonly SelectorPeer[]): string {
+  if (peers.length === 1) return (peers[0] as SelectorPeer).key;
+  return [...new Set(peers.map((peer) => peer.key))].sort(compareText).join('\n');
 }
 
 function namedPortMatch(ref: NamedPortRef, port: number, destinations: PerFamily<readonly string[]>): NamedPortMatch {
