@@ -30,7 +30,9 @@ export function compileLabelSelector(selector: unknown, path: string): CompiledS
   if (!isPlainObject(matchLabels)) {
     throw new PolicyInputError(`${path}.matchLabels`, `expected a map of labels, got ${describeValue(matchLabels)}`);
   }
-  for (const [key, value] of Object.entries(matchLabels).sort(([a], [b]) => compareText(a, b))) {
+  const labelEntries = Object.entries(matchLabels);
+  if (labelEntries.length > 1) labelEntries.sort(([a], [b]) => compareText(a, b));
+  for (const [key, value] of labelEntries) {
     if (value === undefined) continue;
     if (key === '') throw new PolicyInputError(`${path}.matchLabels`, 'label key must not be empty');
     if (typeof value !== 'string') {
@@ -59,8 +61,13 @@ export function compileLabelSelector(selector: unknown, path: string): CompiledS
   return {
     key: `{${keyParts.join(',')}}`,
     matchesAll: requirements.length === 0,
+    // One requirement (one label, the usual selector) is the matcher itself.
     matches:
-      requirements.length === 0 ? () => true : (labels) => requirements.every((requirement) => requirement(labels)),
+      requirements.length === 0
+        ? () => true
+        : requirements.length === 1
+          ? (requirements[0] as Requirement)
+          : (labels) => requirements.every((requirement) => requirement(labels)),
   };
 }
 
