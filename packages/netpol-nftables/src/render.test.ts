@@ -106,7 +106,19 @@ describe('renderPolicy', () => {
   });
 
   it('renders identically twice (names and digests are stable)', () => {
-    expect(renderPolicy(compiled, ['ipv4', 'ipv6'])).toEqual(rendered);
+    // Family by family: a render's families are getters, which a deep comparison of the render would not see.
+    const again = renderPolicy(compiled, ['ipv4', 'ipv6']);
+    expect(again.families.ipv4).toEqual(rendered.families.ipv4);
+    expect(again.families.ipv6).toEqual(rendered.families.ipv6);
+    expect(again.families.ipv4?.chains.length).toBeGreaterThan(0);
+  });
+
+  it('renders no family that is not enabled or that none of its targets has an address of', () => {
+    expect(renderPolicy(compiled, ['ipv6']).families.ipv4).toBeUndefined();
+    expect(renderPolicy(compiled, ['ipv6']).families.ipv6).toEqual(rendered.families.ipv6);
+    const v4Only = { ...compiled, targetIPs: { ipv4: compiled.targetIPs.ipv4, ipv6: [] } };
+    expect(renderPolicy(v4Only, ['ipv4', 'ipv6']).families.ipv6).toBeUndefined();
+    expect(renderPolicy(v4Only, ['ipv4', 'ipv6']).families.ipv4).toEqual(rendered.families.ipv4);
   });
 
   it('sends a rule that allows everything to the default chain, and gives a deny-all an empty chain', () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { compileNetworkPolicies } from './compiler.js';
+import { fingerprintOf } from './fingerprint.js';
 import { peersInFamily } from './family.js';
 import { NODE, namespace, pod, policy, seededRandom } from './testing/fixtures.js';
 
@@ -192,5 +193,14 @@ describe('the compiled model', () => {
     expect(after.get('dev/deny-egress')).toBe(before.get('dev/deny-egress'));
     expect(after.get('prod/web')).not.toBe(before.get('prod/web'));
     expect(changed.fingerprint).not.toBe(model.fingerprint);
+  });
+
+  it("fingerprints a policy as fingerprintOf does its fields, in their order, and lists only those fields", () => {
+    const fields = ['id', 'namespace', 'name', 'targets', 'targetIPs', 'ingress', 'egress'] as const;
+    for (const compiled of model.policies) {
+      expect(Object.keys(compiled)).toEqual(fields);
+      const plain = Object.fromEntries(fields.map((field) => [field, compiled[field]]));
+      expect(compiled.fingerprint).toBe(fingerprintOf(plain));
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isPodActionable, podView, samePodView } from './pods.js';
+import { isPodActionable, podIps, podView, samePodView } from './pods.js';
 import { NODE, pod } from './testing/fixtures.js';
 import type { PodLike } from './types.js';
 
@@ -20,6 +20,20 @@ describe('isPodActionable', () => {
     ['a pod without namespace', { metadata: { name: 'p' }, status: { podIP: '10.0.0.1' } } as PodLike, false],
   ])('%s: %s', (_case, candidate, expected) => {
     expect(isPodActionable(candidate)).toBe(expected);
+  });
+});
+
+describe('podIps', () => {
+  it('keeps each address once, in the order first listed, however long a malformed list is', () => {
+    const listed = (ips: string[]) => ({ status: { podIPs: ips.map((ip) => ({ ip })) } }) as PodLike;
+    expect(podIps(listed(['10.0.0.1', 'fd00::1'])).map((ip) => ip.text)).toEqual(['10.0.0.1', 'fd00::1']);
+    expect(podIps(listed(['10.0.0.1', '10.0.0.1'])).map((ip) => ip.text)).toEqual(['10.0.0.1']);
+    // Written two ways, one address.
+    expect(podIps(listed(['fd00::1', '10.0.0.1', 'FD00:0::1', 'bad', '10.0.0.1', '10.0.0.2'])).map((ip) => ip.text)).toEqual([
+      'fd00::1',
+      '10.0.0.1',
+      '10.0.0.2',
+    ]);
   });
 });
 

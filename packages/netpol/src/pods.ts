@@ -48,16 +48,21 @@ export function podIps(pod: PodLike): ParsedIp[] {
   const ips: ParsedIp[] = [];
   const entries = pod?.status?.podIPs;
   if (Array.isArray(entries) && entries.length > 0) {
-    for (let index = 0; index < entries.length; index++) addIp(ips, (entries[index] as { ip?: unknown } | undefined)?.ip);
+    // A pod has one address per family; a longer list (malformed) is deduplicated through a set, not pairwise.
+    const seen = entries.length > 2 ? new Set<string>() : undefined;
+    for (let index = 0; index < entries.length; index++) addIp(ips, (entries[index] as { ip?: unknown } | undefined)?.ip, seen);
   } else {
     addIp(ips, pod?.status?.podIP);
   }
   return ips;
 }
 
-function addIp(ips: ParsedIp[], text: unknown): void {
+function addIp(ips: ParsedIp[], text: unknown, seen?: Set<string>): void {
   const ip = typeof text === 'string' ? parseIp(text) : undefined;
-  if (ip && !ips.some((known) => known.text === ip.text)) ips.push(ip);
+  if (!ip) return;
+  if (seen ? seen.has(ip.text) : ips.some((known) => known.text === ip.text)) return;
+  seen?.add(ip.text);
+  ips.push(ip);
 }
 
 export function podView(pod: PodLike, nodeName: string): PodView | undefined {
