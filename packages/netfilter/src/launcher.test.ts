@@ -53,7 +53,9 @@ describe('ExecRunner spawning', () => {
         blocked.push(performance.now() - started);
         await result;
       }
-      return blocked.sort((a, b) => a - b)[5] as number;
+      // The least of eleven: what starting a command costs the loop itself. Other work on the machine (CI runs two
+      // suites at once) only adds to it, and once made the helper's median 5 ms against the in-process 10.
+      return Math.min(...blocked);
     };
     const fromHelper = await blockedFor(new ExecRunner());
     const inProcess = await blockedFor(new ExecRunner({ spawnFrom: 'in-process' }));
