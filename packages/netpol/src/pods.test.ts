@@ -35,6 +35,18 @@ describe('podIps', () => {
       '10.0.0.2',
     ]);
   });
+
+  it('reads a list of one or two entries, the usual pod, with the same rules', () => {
+    const listed = (ips: unknown[]) => ({ status: { podIP: '10.9.9.9', podIPs: ips.map((ip) => ({ ip })) } }) as PodLike;
+    const texts = (ips: unknown[]) => podIps(listed(ips)).map((ip) => ip.text);
+    expect(texts(['fd00::1'])).toEqual(['fd00::1']);
+    expect(texts(['bad', '10.0.0.1'])).toEqual(['10.0.0.1']);
+    expect(texts(['10.0.0.1', 7])).toEqual(['10.0.0.1']);
+    expect(texts(['fd00::1', 'FD00:0::1'])).toEqual(['fd00::1']);
+    expect(texts(['bad', 'worse'])).toEqual([]);
+    // status.podIP is read only when podIPs lists nothing.
+    expect(texts([])).toEqual(['10.9.9.9']);
+  });
 });
 
 describe('podView', () => {

@@ -1,6 +1,6 @@
 import { parseIp } from './cidr.js';
 import type { ParsedIp } from './cidr.js';
-import type { PerFamily, PodProblem, Protocol } from './model.js';
+import type { IpFamily, PerFamily, PodProblem, Protocol } from './model.js';
 import { compareText } from './sort.js';
 import type { ContainerLike, Labels, PodLike } from './types.js';
 
@@ -45,24 +45,34 @@ function isRunnable(pod: PodLike): boolean {
 /** The pod's valid IPs from status.podIPs (or status.podIP), deduplicated. */
 export function podIps(pod: PodLike): ParsedIp[] {
   // Plain loops: every pod of the cluster is read here on a first compile.
-  const ips: ParsedIp[] = [];
   const entries = pod?.status?.podIPs;
-  if (Array.isArray(entries) && entries.length > 0) {
-    // A pod has one address per family; a longer list (malformed) is deduplicated through a set, not pairwise.
-    const seen = entries.length > 2 ? new Set<string>() : undefined;
-    for (let index = 0; index < entries.length; index++) addIp(ips, (entries[index] as { ip?: unknown } | undefined)?.ip, seen);
-  } else {
-    addIp(ips, pod?.status?.podIP);
+  if (!Array.isArray(entries) || entries.length === 0) {
+    const ip = parsedText(pod?.status?.podIP);
+    return ip ? [ip] : [];
+  }
+  // One address per family, the usual pod: arrays of their exact length, as every view keeps them for the agent's
+  // lifetime (an array grown by push from empty reserves room for 17).
+  if (entries.length <= 2) {
+    const first = parsedText((entries[0] as { ip?: unknown } | undefined)?.ip);
+    const second = entries.length === 2 ? parsedText((entries[1] as { ip?: unknown } | undefined)?.ip) : undefined;
+    if (first && second) return first.text === second.text ? [first] : [first, second];
+    if (first) return [first];
+    return second ? [second] : [];
+  }
+  // A longer list (malformed) is deduplicated through a set, not pairwise.
+  const seen = new Set<string>();
+  const ips: ParsedIp[] = [];
+  for (let index = 0; index < entries.length; index++) {
+    const ip = parsedText((entries[index] as { ip?: unknown } | undefined)?.ip);
+    if (!ip || seen.has(ip.text)) continue;
+    seen.add(ip.text);
+    ips.push(ip);
   }
   return ips;
 }
 
-function addIp(ips: ParsedIp[], text: unknown, seen?: Set<string>): void {
-  const ip = typeof text === 'string' ? parseIp(text) : undefined;
-  if (!ip) return;
-  if (seen ? seen.has(ip.text) : ips.some((known) => known.text === ip.text)) return;
-  seen?.add(ip.text);
-  ips.push(ip);
+function parsedText(text: unknown): ParsedIp | undefined {
+  return typeof text === 'string' ? parseIp(text) : undefined;
 }
 
 export function podView(pod: PodLike, nodeName: string): PodView | undefined {
@@ -72,16 +82,36 @@ export function podView(pod: PodLike, nodeName: string): PodView | undefined {
   const namespace = pod.metadata?.namespace as string;
   const name = pod.metadata?.name as string;
   const labels = stringLabels(pod.metadata?.labels);
-  const ips = { ipv4: [] as string[], ipv6: [] as string[] };
-  for (const ip of parsedIps) ips[ip.family].push(ip.text);
-  // Most pods have one address of each family: nothing to sort.
-  if (ips.ipv4.length > 1) ips.ipv4.sort();
-  if (ips.ipv6.length > 1) ips.ipv6.sort();
   const local = pod.spec?.nodeName === nodeName;
   const id = `${namespace}/${name}`;
   const problems: PodProblem[] = [];
   const namedPorts = namedContainerPorts(pod, id, problems);
-  return { id, namespace, name, labels, ips, parsedIps, local, namedPorts, problems };
+  return {
+    id,
+    namespace,
+    name,
+    labels,
+    ips: { ipv4: familyTexts(parsedIps, 'ipv4'), ipv6: familyTexts(parsedIps, 'ipv6') },
+    parsedIps,
+    local,
+    namedPorts,
+    problems: problems.length === 0 ? NO_PROBLEMS : problems,
+  };
+}
+
+/** Views are kept for as long as their pods: those without problems share one empty list. */
+const NO_PROBLEMS: readonly PodProblem[] = Object.freeze([]);
+
+/** The addresses of one family, sorted, in an array of their exact length. */
+function familyTexts(ips: readonly ParsedIp[], family: IpFamily): string[] {
+  let count = 0;
+  for (const ip of ips) if (ip.family === family) count++;
+  const texts = new Array<string>(count);
+  let index = 0;
+  for (const ip of ips) if (ip.family === family) texts[index++] = ip.text;
+  // Most pods have one address of each family: nothing to sort.
+  if (count > 1) texts.sort();
+  return texts;
 }
 
 /**
