@@ -236,4 +236,30 @@ describe('PolicyCompiler', () => {
     // The incremental path must actually have skipped work for this test to mean anything.
     expect(recompiled).toBeLessThan(200 * 12 * 0.6);
   });
+  it('compiles a policy again when it changes only in a value that JSON cannot write (NaN), as a fresh compile would', () => {
+    const allTcp = (port: unknown) =>
+      policy('prod/web', { podSelector: { matchLabels: { app: 'web' } }, ingress: [{ ports: [{ protocol: 'TCP', port }] }] });
+    const compiler = new PolicyCompiler({ nodeName: NODE });
+    const input = (port: unknown) => ({ pods: basePods, namespaces: baseNamespaces, policies: [allTcp(port)] });
+    const fresh = (port: unknown) => compileNetworkPolicies({ nodeName: NODE, ...input(port) });
+    // null is "every port"; NaN (a spec built in code, or `.nan` in YAML) is no port at all, and JSON writes it as null.
+    for (const port of [null, Number.NaN, null, Number.POSITIVE_INFINITY]) {
+      const model = compiler.compile(input(port));
+      expect(model.fingerprint).toBe(fresh(port).fingerprint);
+      expect(model.problems.length > 0).toBe(port !== null);
+    }
+  });
+
+  it('reports a pod\'s problem at its new path when only the path changed', () => {
+    const badPort = (container: number) => {
+      const bad = pod('prod/web', { labels: { app: 'web' }, ips: ['10.0.0.1'] });
+      const containers = [{ ports: [] as unknown[] }, { ports: [] as unknown[] }];
+      (containers[container] as { ports: unknown[] }).ports.push({ name: 'http', containerPort: 70000 });
+      return withPod(basePods, { ...bad, spec: { ...bad.spec, containers } } as PodLike);
+    };
+    const compiler = new PolicyCompiler({ nodeName: NODE });
+    compiler.compile({ pods: badPort(0), namespaces: baseNamespaces, policies: basePolicies });
+    const moved = compiler.compile({ pods: badPort(1), namespaces: baseNamespaces, policies: basePolicies });
+    expect(moved.podProblems.map((problem) => problem.path)).toEqual(['spec.containers[1].ports[0].containerPort']);
+  });
 });

@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import { ClusterIndex, readableEntries } from './cluster-index.js';
 import type { ClusterChanges } from './cluster-index.js';
 import { defineFingerprint } from './fingerprint.js';
@@ -37,11 +38,6 @@ export interface CompileStats {
 
 interface PolicyEntry {
   readonly source: NetworkPolicyLike;
-  /**
-   * What the policy's content serialises to: worked out only when a new object of the same policy arrives (for both,
-   * once each), so that the first compile of a large cluster, where every policy is new, serialises none.
-   */
-  signature: string | undefined;
   readonly parsed: ParsedPolicy;
   compiled: CompiledPolicy | undefined;
   /** What the entry this one replaced had compiled to, until this one is resolved. */
@@ -175,14 +171,13 @@ export class PolicyCompiler {
         next.set(id, previous);
         continue;
       }
-      const signature = previous ? policySignature(policy) : undefined;
-      if (previous && (previous.signature ??= policySignature(previous.source)) === signature) {
+      if (previous && samePolicyContent(previous.source, policy)) {
         next.set(id, { ...previous, source: policy });
         continue;
       }
       const parsed = parsePolicy(policy);
       // What the last model had under this key (not an earlier copy of the key in this same list, not resolved yet).
-      next.set(id, { source: policy, signature, parsed, compiled: undefined, replaced: this.#policies.get(id)?.compiled, resolveProblems: [] });
+      next.set(id, { source: policy, parsed, compiled: undefined, replaced: this.#policies.get(id)?.compiled, resolveProblems: [] });
       if (!this.#policies.has(id)) added++;
       dirty.add(id);
       changedPolicies++;
@@ -402,12 +397,22 @@ function affectedByNamespaces(parsed: ParsedPolicy, changes: ClusterChanges): bo
   );
 }
 
-/** What a policy compiles from; metadata other than namespace and name (resourceVersion, annotations) is irrelevant. */
-function policySignature(policy: NetworkPolicyLike): string {
+/**
+ * Whether two objects of one policy hold the same content: the namespace, the name and the spec (other metadata, such
+ * as resourceVersion or annotations, is irrelevant). Compared as values, not as JSON text: JSON writes NaN and the
+ * infinities as null and leaves functions out, so a spec built in code or read from YAML (`.nan`) could change in a
+ * way its JSON does not show. Only a new object of a policy already known is compared: the first compile of a large
+ * cluster, where every policy is new, compares none.
+ */
+function samePolicyContent(before: NetworkPolicyLike, after: NetworkPolicyLike): boolean {
   try {
-    return JSON.stringify([policy?.metadata?.namespace, policy?.metadata?.name, policy?.spec]);
+    return (
+      before?.metadata?.namespace === after?.metadata?.namespace &&
+      before?.metadata?.name === after?.metadata?.name &&
+      isDeepStrictEqual(before?.spec, after?.spec)
+    );
   } catch {
-    // Not serialisable (a cycle): treat it as changed every time; parsePolicy will report what is wrong with it.
-    return `unserialisable ${Math.random()}`;
+    // A field that cannot be read (a throwing getter): treat it as changed; parsePolicy reports what is wrong with it.
+    return false;
   }
 }

@@ -98,6 +98,24 @@ describe('the compiled model', () => {
     expect(pods4('dev/d')).not.toEqual(pods4('prod/c'));
   });
 
+  it('keys a malformed namespace so that it cannot spell another rule\'s peers', () => {
+    // Joined by a newline, a rule's two peers in namespace x/good read like one peer of a namespace named after them.
+    const forged = 'x/pods{}\nnamespaces{}';
+    const inForged = <T extends { metadata?: object }>(object: T): T => ({ ...object, metadata: { ...object.metadata, namespace: forged } });
+    const model = compileNetworkPolicies({
+      nodeName: NODE,
+      pods: [inForged(pod('any/p', { ips: ['10.9.9.9'] })), pod('x/good', { ips: ['10.0.0.1'] })],
+      namespaces: [],
+      policies: [
+        inForged(policy('any/a', { podSelector: {}, ingress: [{ from: [{ podSelector: {} }] }] })),
+        policy('x/good', { podSelector: {}, ingress: [{ from: [{ podSelector: {} }, { namespaceSelector: {}, podSelector: {} }] }] }),
+      ],
+    });
+    const keys = model.policies.map((compiled) => compiled.ingress.rules[0]?.peers.podsKey);
+    expect(keys).toHaveLength(2);
+    expect(keys[0]).not.toBe(keys[1]);
+  });
+
   it('sorts numeric ports by protocol and port, folding a one-port range', () => {
     expect(web.ingress.rules[0]?.allPorts).toBe(false);
     expect(web.ingress.rules[0]?.ports).toEqual([

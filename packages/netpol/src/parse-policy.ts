@@ -396,9 +396,20 @@ function parsePeer(peer: unknown, path: string, context: ParseContext): Selector
   const podKey = podSelector?.key ?? '*';
   const key = namespaceSelector
     ? `namespaces${namespaceSelector.key}/pods${podKey}`
-    : `namespace ${context.namespace}/pods${podKey}`;
+    : `namespace ${namespaceInKey(context.namespace)}/pods${podKey}`;
   return { namespaceSelector, podSelector, namespace: context.namespace, key };
 }
+
+/**
+ * A namespace as peer keys spell it. A namespace the API server accepts (a DNS label) is written as it is, so that
+ * the names of sets keyed by it stay as they were; any other is quoted, so that a malformed one (holding a newline, a
+ * slash or braces) cannot spell the key of another peer, or of a rule's several peers joined by newlines.
+ */
+function namespaceInKey(namespace: string): string {
+  return DNS_LABEL.test(namespace) ? namespace : JSON.stringify(namespace);
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 function parseIpBlock(block: unknown, path: string, context: ParseContext): BlockPeer {
   if (!isPlainObject(block)) throw new PolicyInputError(path, `expected an ipBlock, got ${describeValue(block)}`);

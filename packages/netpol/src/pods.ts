@@ -192,7 +192,7 @@ function podSignature(
     .sort()
     .map((key) => [key, labels[key]]);
   const portEntries = [...ports].sort(compareEntries);
-  return JSON.stringify([local, labelEntries, ips.ipv4, ips.ipv6, portEntries, problems.map((p) => p.message)]);
+  return JSON.stringify([local, labelEntries, ips.ipv4, ips.ipv6, portEntries, problems.map((p) => [p.path, p.message])]);
 }
 
 function compareEntries(a: readonly [string, unknown], b: readonly [string, unknown]): number {
