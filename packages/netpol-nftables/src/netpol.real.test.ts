@@ -96,6 +96,34 @@ describe.skipIf(missing !== undefined)(`netpol-nftables against the kernel${miss
     expect(await mismatches(world.lab, [{ from: 'web/client', to: 'web/server', port: 80, open: true }])).toEqual([]);
   });
 
+  it('programs both tables when an isolated local pod has no IPv6 address', async () => {
+    // An API object only (no sandbox): a local pod with an IPv4 address alone, the only target of its policy.
+    world.api.create({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { namespace: 'web', name: 'v4-only', labels: { app: 'v4-only' } },
+      spec: { nodeName: world.lab.nodeName, containers: [{ name: 'c', image: 'x' }] },
+      status: { phase: 'Running', podIP: '10.250.0.9', podIPs: [{ ip: '10.250.0.9' }] },
+    } as never);
+    world.policy('web', 'v4-only', { podSelector: { matchLabels: { app: 'v4-only' } }, ingress: [] });
+    world.policy('web', 'server-isolated', { podSelector: { matchLabels: { app: 'server' } }, ingress: [] });
+    const outcome = await enforce(false);
+    expect(outcome.ok ? undefined : String(outcome.error)).toBeUndefined();
+    const ipv6 = await world.inNode('nft', ['list', 'table', 'ip6', 'kube-router-filter-ipv6']);
+    expect(ipv6).toContain(podChainName('web/server', 'ingress', 'ipv6'));
+    expect(ipv6).not.toContain(podChainName('web/v4-only', 'ingress', 'ipv6'));
+    expect(
+      await mismatches(world.lab, [
+        { from: 'web/client', to: 'web/server', port: 80, open: false },
+        { from: 'web/client', to: 'web/server', port: 80, family: 6, open: false },
+      ]),
+    ).toEqual([]);
+    world.deletePolicy('web', 'v4-only');
+    world.deletePolicy('web', 'server-isolated');
+    world.api.delete('v1', 'Pod', 'web', 'v4-only');
+    await enforce();
+  });
+
   it('repairs drift on a periodic sync: a removed dispatch entry and a flushed pod chain come back', async () => {
     world.policy('web', 'server-from-client', {
       podSelector: { matchLabels: { app: 'server' } },

@@ -82,6 +82,9 @@ export function renderNode(
   const localPods: string[] = [];
   for (const pod of model.pods) {
     const ips = pod.ips[family];
+    // A pod without an address of this family has nothing to dispatch here, and its policies render no chain here
+    // (they have no target address of it): a pod chain would jump to chains that do not exist.
+    if (ips.length === 0) continue;
     localPods.push(...ips);
     for (const direction of ['egress', 'ingress'] as const) {
       const build = () => {
