@@ -124,6 +124,17 @@ describe.skipIf(missing !== undefined)(`netpol-nftables against the kernel${miss
     await enforce();
   });
 
+  it('enforces a rule whose port ranges overlap', async () => {
+    world.policy('web', 'overlapping-ports', {
+      podSelector: { matchLabels: { app: 'server' } },
+      ingress: [{ ports: [{ port: 70, endPort: 90 }, { port: 80 }, { port: 85, endPort: 95 }] }],
+    });
+    await enforce();
+    expect(await mismatches(world.lab, [{ from: 'other/client', to: 'web/server', port: 80, open: true }])).toEqual([]);
+    world.deletePolicy('web', 'overlapping-ports');
+    await enforce();
+  });
+
   it('repairs drift on a periodic sync: a removed dispatch entry and a flushed pod chain come back', async () => {
     world.policy('web', 'server-from-client', {
       podSelector: { matchLabels: { app: 'server' } },

@@ -127,7 +127,7 @@ function renderRule(
   const wholeProtocols = new Set<string>();
   for (const port of rule.ports) {
     if (port.port === undefined) wholeProtocols.add(port.protocol.toLowerCase());
-    else numbered.push(port);
+    else addMerged(numbered, port);
   }
   if (numbered.length === 1) ports.push(portMatch(numbered[0] as PortRange));
   else if (numbered.length > 1) ports.push(`meta l4proto . th dport { ${numbered.map(portElement).join(', ')} }`);
@@ -168,6 +168,22 @@ function singleNamedDestination(rule: CompiledRule, family: IpFamily): { ip: str
     }
   }
   return found;
+}
+
+/**
+ * Adds a numbered port to ports of the model's order (by protocol, then first port), merged into the last one when the
+ * two overlap: the kernel refuses an element of a concatenated interval set (`tcp . 8000-9000, tcp . 8080`) that
+ * overlaps another. Ranges that do not overlap stay as they are, and so does the rule's text.
+ */
+function addMerged(numbered: PortRange[], port: PortRange): void {
+  const last = numbered.at(-1);
+  const lastEnd = last && (last.endPort ?? last.port ?? 0);
+  if (!last || lastEnd === undefined || last.protocol !== port.protocol || (port.port ?? 0) > lastEnd) {
+    numbered.push(port);
+    return;
+  }
+  const end = port.endPort ?? port.port ?? 0;
+  if (end > lastEnd) numbered[numbered.length - 1] = { protocol: last.protocol, port: last.port as number, endPort: end };
 }
 
 function portMatch(port: PortRange): string {

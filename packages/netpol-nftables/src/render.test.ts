@@ -105,6 +105,17 @@ describe('renderPolicy', () => {
     ]);
   });
 
+  it('merges overlapping port ranges of a protocol, which the kernel refuses in one interval set', () => {
+    const ports = [{ port: 8000, endPort: 9000 }, { port: 8080 }, { port: 8500, endPort: 9500 }, { port: 10000 }, { port: 53, protocol: 'UDP' }];
+    const overlapping = renderPolicy(smallCluster([policy('web/ports', { podSelector: {}, ingress: [{ ports }] })]).policies[0] as never, ['ipv4']);
+    expect(overlapping.families.ipv4?.chains[0]?.rules.map((rule) => rule.text)).toEqual([
+      expect.stringMatching(/^meta l4proto \. th dport \{ tcp \. 8000-9500, tcp \. 10000, udp \. 53 \} /),
+    ]);
+    // Contained in one range, one range is left: matched without a set.
+    const contained = renderPolicy(smallCluster([policy('web/one', { podSelector: {}, ingress: [{ ports: [{ port: 80 }, { port: 70, endPort: 90 }] }] })]).policies[0] as never, ['ipv4']);
+    expect(contained.families.ipv4?.chains[0]?.rules.map((rule) => rule.text)).toEqual([expect.stringMatching(/^meta l4proto tcp th dport 70-90 /)]);
+  });
+
   it('renders identically twice (names and digests are stable)', () => {
     // Family by family: a render's families are getters, which a deep comparison of the render would not see.
     const again = renderPolicy(compiled, ['ipv4', 'ipv6']);
