@@ -54,6 +54,20 @@ describe('SyncScheduler', () => {
     expect(rec.calls.filter((c) => c.reason === 'periodic').length).toBeGreaterThanOrEqual(2);
   });
 
+  it('syncs periodically however often triggered syncs come: they do not put the periodic sync off', async () => {
+    const rec = recordingController({ syncPeriodMs: 100 });
+    scheduler = new SyncScheduler(rec.controller);
+    scheduler.start();
+    // A request every 20 ms: a sync ends well within each period, every time.
+    const started = performance.now();
+    while (performance.now() - started < 450) {
+      scheduler.requestSync('cluster changed');
+      await sleep(20);
+    }
+    expect(rec.calls.filter((c) => c.reason === 'cluster changed').length).toBeGreaterThanOrEqual(10);
+    expect(rec.calls.filter((c) => c.reason === 'periodic').length).toBeGreaterThanOrEqual(3);
+  });
+
   it('waits a period longer than Node timers take (720h) instead of syncing in a loop', async () => {
     const rec = recordingController({ syncPeriodMs: 720 * 3_600_000 });
     scheduler = new SyncScheduler(rec.controller);

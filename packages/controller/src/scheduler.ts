@@ -12,9 +12,10 @@ export interface SchedulerOptions {
 }
 
 /**
- * Owns one controller's loop, in the manner of kube-proxy's BoundedFrequencyRunner: an initial sync, then a sync at
- * least every syncPeriod and at most every minSyncInterval; requests coalesce into one pending sync; failures are
- * retried with capped exponential backoff; two syncs of one controller never overlap.
+ * Owns one controller's loop, in the manner of kube-proxy's BoundedFrequencyRunner: an initial sync, then a periodic
+ * sync every syncPeriod (however many triggered syncs ran between) and at most one sync every minSyncInterval;
+ * requests coalesce into one pending sync; failures are retried with capped exponential backoff; two syncs of one
+ * controller never overlap.
  */
 export class SyncScheduler {
   readonly #controller: Controller;
@@ -26,6 +27,13 @@ export class SyncScheduler {
   #backoffMs = 0;
   #lastStart = -Infinity;
   #lastEnd = 0;
+  /**
+   * When the last initial or periodic sync ended: the period counts from there, not from the last sync of any kind.
+   * Controllers do their full work (reading the kernel back to repair drift) on periodic syncs, and on a busy
+   * cluster, where some object changes every few seconds, triggered syncs would otherwise put the periodic one off
+   * for ever. kube-router's periodic sync is a ticker that events do not reset either.
+   */
+  #lastPeriodicEnd = 0;
   #stopped = false;
   #wake: (() => void) | undefined;
   #loop: Promise<void> | undefined;
@@ -81,6 +89,7 @@ export class SyncScheduler {
       this.#lastStart = performance.now();
       const outcome = await this.#observe(reason);
       this.#lastEnd = performance.now();
+      if (reason === 'initial' || reason === 'periodic') this.#lastPeriodicEnd = this.#lastEnd;
       this.#syncs++;
       if (outcome.ok) {
         this.#backoffMs = 0;
@@ -116,7 +125,7 @@ export class SyncScheduler {
     for (;;) {
       if (this.#stopped) return undefined;
       const now = performance.now();
-      const periodicAt = this.#lastEnd + this.#controller.syncPeriodMs;
+      const periodicAt = this.#lastPeriodicEnd + this.#controller.syncPeriodMs;
       const earliest = this.#lastStart + this.#controller.minSyncIntervalMs;
       if (now >= periodicAt) return this.#take('periodic');
       if (this.#retryAt !== undefined && now >= Math.max(this.#retryAt, earliest)) return this.#take('retry');
