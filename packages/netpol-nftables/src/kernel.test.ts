@@ -393,6 +393,31 @@ describe('KernelApplier (nftables)', () => {
     expect(written.at(-1)).not.toContain(`jump ${refused}`);
   });
 
+  it('keeps the targets of a policy refused before failed closed in every family while it is refused, and lets them out once it goes in', async () => {
+    const refusedChain = policyChainName('web/b', 'ingress', 'ipv4');
+    let refusing = true;
+    const runner = new RecordingRunner().on(
+      (spec) => refusing && (spec.args ?? []).includes('-f') && (spec.input ?? '').includes(`chain ${refusedChain} {`),
+      { exitCode: 1, stderr: 'Error: Could not process rule: Too many open files in system' },
+    );
+    const kernel = dualStackApplier(runner);
+    await kernel.apply(desiredFor([a, b], ['ipv4', 'ipv6']));
+    const throughB = `jump ${policyChainName('web/b', 'ingress', 'ipv6')}`;
+    runner.invocations.length = 0;
+    const again = await kernel.apply(desiredFor([a, b], ['ipv4', 'ipv6']));
+    expect([...again.failedPolicies.keys()]).toEqual(['web/b']);
+    // No transaction the kernel took in this sync sent b's targets through b's IPv6 rules, not even for a moment.
+    const committed = transactions(runner).filter((script) => !script.includes(`chain ${refusedChain} {`));
+    expect(committed.length).toBeGreaterThan(0);
+    expect(committed.filter((script) => script.includes(throughB))).toEqual([]);
+
+    refusing = false;
+    runner.invocations.length = 0;
+    const fixed = await kernel.apply(desiredFor([a, b], ['ipv4', 'ipv6']));
+    expect(fixed.failedPolicies.size).toBe(0);
+    expect(transactions(runner).some((script) => script.includes(throughB))).toBe(true);
+  });
+
   it('in the fallback, writes each table\'s dispatch alone: one the kernel refuses keeps the other table\'s out no longer', async () => {
     const refused = policyChainName('web/b', 'ingress', 'ipv4');
     const ipv6Dispatch = `flush chain ip6 kube-router-filter-ipv6 ${podChainName('web/client', 'ingress', 'ipv6')}`;

@@ -102,6 +102,12 @@ export class KernelApplier {
   #swept: WantedObjects | undefined;
   /** `<family>\0<set name>` of every set a transaction of the running apply() wrote. */
   #writtenSets = new Set<string>();
+  /**
+   * The policies the kernel refused in the last apply(): the next one writes the dispatch with their targets still
+   * failed closed, so that a policy refused in one family is not let through in the other, between that family's
+   * transaction and the failed-closed dispatch after the search, on every sync.
+   */
+  #refusedBefore: ReadonlySet<string> = new Set();
   #fresh = false;
 
   constructor(options: KernelApplierOptions) {
@@ -185,10 +191,11 @@ export class KernelApplier {
     };
     const attempts: ReturnType<typeof send>[] = [];
     const held: FamilyScript[] = [];
+    const refusedBefore = this.#refusedBefore;
     for (const family of families) {
       const foundation = this.#foundation(desired, [family]);
       const units = await this.#policyUnits(desired, slice, [family]);
-      const dispatch = this.#dispatch(this.#nodes(desired, new Set(), [family]), foundation.chainNames);
+      const dispatch = this.#dispatch(this.#nodes(desired, refusedBefore, [family]), foundation.chainNames);
       const carried = await this.#unitParts(units, slice);
       const lines = assemble([...foundation.parts, ...carried.parts, ...dispatch.parts]);
       if (lines.length === 0) continue;
@@ -221,7 +228,7 @@ export class KernelApplier {
     }
 
     let nodeFailure: unknown;
-    let nodes = this.#nodes(desired, new Set(), families);
+    let nodes = this.#nodes(desired, refusedBefore, families);
     if (refused.length > 0) {
       // 0. What policy chains refer to (the default chain) and the node's sets and maps: on an empty kernel a policy
       //    whose rule allows everything cannot be written before them. Each table by a transaction of its own, here
@@ -248,8 +255,11 @@ export class KernelApplier {
         throw error;
       }
       progress();
+    }
+    if (refused.length > 0 || refusedBefore.size > 0) {
       // 2. The dispatch with the refused policies' targets failed closed, in every family: a policy the kernel refused
-      //    in one family fails its pods closed in both, as the families of one policy stand or fall together.
+      //    in one family fails its pods closed in both, as the families of one policy stand or fall together. After
+      //    the policies the last apply() found refused went in this time, the same step lets their targets out.
       nodes = this.#nodes(desired, new Set(failed.keys()), families);
       const dispatch = this.#dispatch(nodes, new Map());
       const dispatchFailures: unknown[] = [];
@@ -273,6 +283,7 @@ export class KernelApplier {
     const staleFailures = new Map<string, unknown>();
     if (nodeFailure === undefined) await this.#deleteStale(desired, nodes, staleFailures, counters);
     if (failed.size > 0 || staleFailures.size > 0) this.#fresh = false;
+    this.#refusedBefore = new Set(failed.keys());
     return { failedPolicies: failed, ...(nodeFailure === undefined ? {} : { nodeFailure }), staleFailures, ...counters };
   }
 
