@@ -7,7 +7,7 @@ import {
   PolicyCompiler,
   PolicyRenders,
   PolicyWarnings,
-  defaultDenyPodCidrs,
+  DefaultDenyPodCidrs,
   netpolFamilies,
   reportPolicyProblems,
   reportRefusedPolicies,
@@ -59,6 +59,7 @@ export function createNetpolController(
   const compiler = new PolicyCompiler({ nodeName: ctx.nodeName });
   const renders = new PolicyRenders((policy) => renderPolicy(policy, families));
   const warnings = new PolicyWarnings((...args) => deps.sources.warnPolicy(...args));
+  const defaultDenyCidrs = new DefaultDenyPodCidrs();
   const exclusive = new Mutex();
   let unsubscribe: (() => void) | undefined;
   let nftablesLeftoversRemoved = false;
@@ -69,7 +70,7 @@ export function createNetpolController(
     }
     const started = performance.now();
     const failures = new SyncFailures();
-    const podCidrs = options.defaultDeny ? defaultDenyPodCidrs(deps.sources, ctx.nodeName, failures) : [];
+    const podCidrs = options.defaultDeny ? defaultDenyCidrs.read(deps.sources, ctx.nodeName, failures) : [];
     // In slices: a full compile of a large cluster would otherwise hold the event loop for seconds (/healthz, watches).
     const model = await compiler.compileAsync({
       pods: deps.sources.pods(),

@@ -7,7 +7,7 @@ import {
   PolicyCompiler,
   PolicyRenders,
   PolicyWarnings,
-  defaultDenyPodCidrs,
+  DefaultDenyPodCidrs,
   netpolFamilies,
   reportPolicyProblems,
   reportRefusedPolicies,
@@ -52,6 +52,7 @@ export function createNetpolNftablesController(
   const podChains = new PodChainCache();
   let nodeRenders: { pods: readonly LocalPod[]; podCidrs: string; renders: Map<string, NodeRender> } = { pods: [], podCidrs: '', renders: new Map() };
   const warnings = new PolicyWarnings((...args) => deps.sources.warnPolicy(...args));
+  const defaultDenyCidrs = new DefaultDenyPodCidrs();
   const exclusive = new Mutex();
   let leftoversRemoved = !options.removeIptablesLeftovers;
   const searchLeftovers = (): Promise<{ found?: IptablesLeftovers; error?: unknown }> =>
@@ -76,7 +77,7 @@ export function createNetpolNftablesController(
     }
     const failures = new SyncFailures();
     const started = performance.now();
-    const podCidrs = options.defaultDeny ? defaultDenyPodCidrs(deps.sources, ctx.nodeName, failures) : [];
+    const podCidrs = options.defaultDeny ? defaultDenyCidrs.read(deps.sources, ctx.nodeName, failures) : [];
     // Periodic syncs read the tables back to repair drift; triggered ones trust what they wrote.
     if (reason === 'periodic' || reason === 'initial') applier.invalidate();
     // Reading the tables back and looking for what the iptables backend left are other processes: they run while the

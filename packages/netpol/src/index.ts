@@ -61,7 +61,7 @@ export {
   SOURCE_SET_PREFIX,
   TAIL_CHAIN,
   PolicyWarnings,
-  defaultDenyPodCidrs,
+  DefaultDenyPodCidrs,
   informerSources,
   netpolFamilies,
   netpolOptionFields,

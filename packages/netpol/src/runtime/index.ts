@@ -6,7 +6,7 @@ export {
   NETPOL_CONTROLLER,
   PolicyRenders,
   PolicyWarnings,
-  defaultDenyPodCidrs,
+  DefaultDenyPodCidrs,
   reportPolicyProblems,
   reportRefusedPolicies,
 } from './sync.js';

@@ -5,7 +5,7 @@ import type { NamespaceLike, NetworkPolicyLike, PodLike } from '../types.js';
 import { netpolFamilies, netpolOptionFields } from './options.js';
 import { policyChainName, stableHash } from './names.js';
 import type { NetpolSources } from './sources.js';
-import { PolicyRenders, PolicyWarnings, defaultDenyPodCidrs, reportRefusedPolicies } from './sync.js';
+import { DefaultDenyPodCidrs, PolicyRenders, PolicyWarnings, reportRefusedPolicies } from './sync.js';
 
 const pods = [
   { metadata: { namespace: 'web', name: 'server', labels: { app: 'server' } }, spec: { nodeName: 'node-a', containers: [] }, status: { phase: 'Running', podIP: '10.0.0.2', podIPs: [{ ip: '10.0.0.2' }] } },
@@ -74,7 +74,7 @@ describe('PolicyWarnings', () => {
   });
 });
 
-describe('defaultDenyPodCidrs', () => {
+describe('DefaultDenyPodCidrs', () => {
   const sources = (node: ReturnType<NonNullable<NetpolSources['node']>>): NetpolSources => ({
     pods: () => [],
     namespaces: () => [],
@@ -87,10 +87,21 @@ describe('defaultDenyPodCidrs', () => {
 
   it("reads the Node's pod CIDRs, and fails the sync (returning none) when it has none", () => {
     const failures = new SyncFailures();
-    expect(defaultDenyPodCidrs(sources({ spec: { podCIDRs: ['10.0.0.0/24', 'fd00::/64'] } }), 'node-a', failures)).toEqual(['10.0.0.0/24', 'fd00::/64']);
+    expect(new DefaultDenyPodCidrs().read(sources({ spec: { podCIDRs: ['10.0.0.0/24', 'fd00::/64'] } }), 'node-a', failures)).toEqual(['10.0.0.0/24', 'fd00::/64']);
     expect(failures.size).toBe(0);
-    expect(defaultDenyPodCidrs(sources({ spec: {} }), 'node-a', failures)).toEqual([]);
+    expect(new DefaultDenyPodCidrs().read(sources({ spec: {} }), 'node-a', failures)).toEqual([]);
     expect(failures.list[0]?.object).toBe('default-deny');
+  });
+
+  it('keeps the CIDRs last read through a sync that cannot read them, and says so', () => {
+    const cidrs = new DefaultDenyPodCidrs();
+    cidrs.read(sources({ spec: { podCIDRs: ['10.0.0.0/24'] } }), 'node-a', new SyncFailures());
+    const failures = new SyncFailures();
+    // The Node gone from the cache for a moment: the tail must not lose its reject rules (that would fail open).
+    expect(cidrs.read(sources(undefined), 'node-a', failures)).toEqual(['10.0.0.0/24']);
+    expect(failures.list[0]?.object).toBe('default-deny');
+    expect(String(failures.list[0]?.error)).toContain('the pod CIDRs last read (10.0.0.0/24) still apply');
+    expect(cidrs.read(sources({ spec: { podCIDRs: ['10.0.1.0/24'] } }), 'node-a', new SyncFailures())).toEqual(['10.0.1.0/24']);
   });
 });
 

@@ -114,16 +114,26 @@ export function reportRefusedPolicies(
 }
 
 /**
- * This node's pod CIDRs for --netpol-default-deny. Without any there is nothing to guard with: the failure joins the
- * sync's (so the operator sees it) and everything else is still programmed.
+ * This node's pod CIDRs for --netpol-default-deny, read on each sync. Without any there is nothing to guard with: the
+ * failure joins the sync's (so the operator sees it) and everything else is still programmed. Once read, they are
+ * kept through a sync that cannot read them (the Node object gone from the cache for a moment, an annotation edited
+ * badly): a node's pod CIDRs do not change, and writing the tail without them would let unprogrammed pods through, failing
+ * open on a failure.
  */
-export function defaultDenyPodCidrs(sources: NetpolSources, nodeName: string, failures: SyncFailures): string[] {
-  try {
-    const cidrs = nodePodCidrs(sources.node?.());
-    if (cidrs.length === 0) throw new Error(`node ${nodeName} has no pod CIDRs (spec.podCIDRs or kube-router.io/pod-cidrs)`);
-    return cidrs;
-  } catch (error) {
-    failures.add('default-deny', error);
-    return [];
+export class DefaultDenyPodCidrs {
+  #lastRead: readonly string[] = [];
+
+  read(sources: NetpolSources, nodeName: string, failures: SyncFailures): readonly string[] {
+    try {
+      const cidrs = nodePodCidrs(sources.node?.());
+      if (cidrs.length === 0) throw new Error(`node ${nodeName} has no pod CIDRs (spec.podCIDRs or kube-router.io/pod-cidrs)`);
+      this.#lastRead = cidrs;
+      return cidrs;
+    } catch (error) {
+      const kept = this.#lastRead.length > 0;
+      const reported = kept ? new Error(`${messageOf(error)}; the pod CIDRs last read (${this.#lastRead.join(', ')}) still apply`, { cause: error }) : error;
+      failures.add('default-deny', reported);
+      return this.#lastRead;
+    }
   }
 }
