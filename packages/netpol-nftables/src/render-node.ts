@@ -80,6 +80,7 @@ export function renderNode(
   const ingress: string[] = [];
   const egress: string[] = [];
   const localPods: string[] = [];
+  const dispatched = { ingress: new Set<string>(), egress: new Set<string>() };
   for (const pod of model.pods) {
     const ips = pod.ips[family];
     // A pod without an address of this family has nothing to dispatch here, and its policies render no chain here
@@ -94,7 +95,14 @@ export function renderNode(
       const podChain = podChainCache ? podChainCache.get(podChainKey(pod, direction, family, options, failedPolicies), build) : build();
       if (!podChain) continue;
       podChains.push(podChain);
-      for (const ip of ips) (direction === 'ingress' ? ingress : egress).push(`${ip} : jump ${podChain.name}`);
+      const entries = direction === 'ingress' ? ingress : egress;
+      for (const ip of ips) {
+        // Two local pods with one address (a stale pod object beside the pod that got its address again): a map holds
+        // one verdict per key, and two would make the kernel refuse the whole dispatch. The first pod, by id, keeps it.
+        if (dispatched[direction].has(ip)) continue;
+        dispatched[direction].add(ip);
+        entries.push(`${ip} : jump ${podChain.name}`);
+      }
     }
   }
 

@@ -165,6 +165,14 @@ describe('renderNode', () => {
     ]);
   });
 
+  it('gives an address two local pods hold one verdict, the first pod\'s by id: two would make the kernel refuse the map', () => {
+    // web/stale: a pod object left with web/server's address.
+    const node = renderNode(smallCluster([policy('web/none', { podSelector: {} })], [pod('web/stale', ['10.0.0.2'])]), 'ipv4', NODE_OPTIONS);
+    const ingress = node.sets.find((set) => set.name === INGRESS_MAP)?.elements ?? [];
+    expect(ingress.filter((element) => element.startsWith('10.0.0.2 '))).toEqual([`10.0.0.2 : jump ${podChainName('web/server', 'ingress', 'ipv4')}`]);
+    expect(node.podChains.map((c) => c.name)).toContain(podChainName('web/stale', 'ingress', 'ipv4'));
+  });
+
   it('logs to NFLOG group 100, rate-limited, then rejects in a pod chain', () => {
     const node = renderNode(smallCluster([policy('web/none', { podSelector: {} })]), 'ipv4', NODE_OPTIONS);
     const rules = node.podChains[0]?.rules.map((rule) => rule.text) ?? [];
