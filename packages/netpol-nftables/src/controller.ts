@@ -21,6 +21,7 @@ import type { ResolvedNetpolNftablesOptions } from './options.js';
 import { cidrFamily, PodChainCache, renderNode } from './render-node.js';
 import type { NodeRender } from './render-node.js';
 import { renderPolicy } from './render-policy.js';
+import { deleteNetpolTables } from './tables.js';
 
 export interface NetpolControllerDeps {
   readonly sources: NetpolSources;
@@ -55,6 +56,12 @@ export function createNetpolNftablesController(
   const defaultDenyCidrs = new DefaultDenyPodCidrs();
   const exclusive = new Mutex();
   let leftoversRemoved = !options.removeIptablesLeftovers;
+  /**
+   * A family enforced before and disabled now (--enable-ipv6=false after a run with it): its table is no longer kept
+   * up to date, and left in place it would go on enforcing what it held, isolating pods by policies long gone.
+   */
+  const disabledFamilies = (['ipv4', 'ipv6'] as const).filter((family) => !families.includes(family));
+  let disabledTablesRemoved = disabledFamilies.length === 0;
   const searchLeftovers = (): Promise<{ found?: IptablesLeftovers; error?: unknown }> =>
     findIptablesLeftovers({
       runner: deps.runner,
@@ -132,6 +139,16 @@ export function createNetpolNftablesController(
         } catch (removal) {
           failures.add('iptables-leftovers', removal);
         }
+      }
+    }
+
+    if (!disabledTablesRemoved) {
+      try {
+        const removed = await deleteNetpolTables(nft.both, disabledFamilies);
+        disabledTablesRemoved = true;
+        if (removed > 0) ctx.logger.info({ families: disabledFamilies }, 'removed the netpol table of a family that is not enabled');
+      } catch (error) {
+        failures.add('disabled-family-table', error);
       }
     }
 

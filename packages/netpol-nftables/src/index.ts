@@ -1,4 +1,5 @@
-export { createNetpolNftablesPlugin, deleteNetpolTables, netpolNftablesPlugin } from './plugin.js';
+export { createNetpolNftablesPlugin, netpolNftablesPlugin } from './plugin.js';
+export { deleteNetpolTables } from './tables.js';
 export type { NetpolNftablesPluginOverrides } from './plugin.js';
 export { createNetpolNftablesController } from './controller.js';
 export type { NetpolControllerDeps } from './controller.js';

@@ -182,6 +182,30 @@ describe.skipIf(missing !== undefined)(`netpol-nftables against the kernel${miss
     await enforce();
   });
 
+  it('removes the table of a family that is no longer enabled, and keeps the other', async () => {
+    world.policy('web', 'server-isolated', { podSelector: { matchLabels: { app: 'server' } }, ingress: [] });
+    await enforce();
+    expect(await world.inNode('nft', ['list', 'tables'])).toContain('ip6 kube-router-filter-ipv6');
+    await enforcer.stop();
+    // Restarted with IPv6 off: the IPv6 table would otherwise go on isolating web/server by a policy about to go.
+    enforcer = await world.start({ scheduler: false, options: { enableIpv6: false } });
+    await enforce();
+    const tables = await world.inNode('nft', ['list', 'tables']);
+    expect(tables).not.toContain('kube-router-filter-ipv6');
+    expect(tables).toContain('ip kube-router-filter-ipv4');
+    expect(
+      await mismatches(world.lab, [
+        { from: 'web/client', to: 'web/server', port: 80, open: false },
+        { from: 'web/client', to: 'web/server', port: 80, family: 6, open: true },
+      ]),
+    ).toEqual([]);
+    world.deletePolicy('web', 'server-isolated');
+    await enforce();
+    await enforcer.stop();
+    enforcer = await world.start({ scheduler: false });
+    await enforce();
+  });
+
   it('cleanup removes both tables and nothing else; an agent started after it programs from empty tables', async () => {
     await enforcer.stop();
     await world.inNode('nft', ['add', 'table', 'inet', 'tnf-bystander']);

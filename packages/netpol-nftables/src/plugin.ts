@@ -1,12 +1,12 @@
 import { definePlugin } from '@kube-router/controller';
 import type { ControllerPlugin } from '@kube-router/controller';
 import { KubeServices } from '@kube-router/kube';
-import { CommandError, ExecRunner, Nft } from '@kube-router/netfilter';
+import { ExecRunner, Nft } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
 import { informerSources, NETPOL_CONTROLLER } from '@kube-router/netpol';
 import { createNetpolNftablesController } from './controller.js';
-import { TABLES } from './names.js';
 import { netpolNftablesOptions } from './options.js';
+import { deleteNetpolTables } from './tables.js';
 import type { ResolvedNetpolNftablesOptions } from './options.js';
 
 export interface NetpolNftablesPluginOverrides {
@@ -47,15 +47,3 @@ export function createNetpolNftablesPlugin(
 
 /** NetworkPolicy enforcement with nftables, as kube-router's --run-firewall with --use-nftables-for-netpol. */
 export const netpolNftablesPlugin = createNetpolNftablesPlugin();
-
-/** Deletes both netpol tables where they exist; a table that is not there is not an error. */
-export async function deleteNetpolTables(nft: Nft): Promise<void> {
-  for (const { family, name } of Object.values(TABLES)) {
-    try {
-      await nft.apply(`delete table ${family} ${name}\n`);
-    } catch (error) {
-      if (error instanceof CommandError && /No such file or directory/.test(error.stderr)) continue;
-      throw error;
-    }
-  }
-}

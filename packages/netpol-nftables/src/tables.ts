@@ -1,0 +1,23 @@
+import { CommandError } from '@kube-router/netfilter';
+import type { Nft } from '@kube-router/netfilter';
+import type { IpFamily } from '@kube-router/netpol';
+import { TABLES } from './names.js';
+
+/**
+ * Deletes the netpol tables of these families (both by default) where they exist, and says how many it deleted; a
+ * table that is not there is not an error.
+ */
+export async function deleteNetpolTables(nft: Nft, families: readonly IpFamily[] = ['ipv4', 'ipv6']): Promise<number> {
+  let deleted = 0;
+  for (const family of families) {
+    const table = TABLES[family];
+    try {
+      await nft.apply(`delete table ${table.family} ${table.name}\n`);
+      deleted++;
+    } catch (error) {
+      if (error instanceof CommandError && /No such file or directory/.test(error.stderr)) continue;
+      throw error;
+    }
+  }
+  return deleted;
+}
