@@ -5,7 +5,7 @@ import { CommandError, isNftRefusal } from '@kube-router/netfilter';
 import type { Nft, NftRuleset } from '@kube-router/netfilter';
 import type { Logger } from 'pino';
 import { canonicalIntervals } from './interval.js';
-import { TABLES, isOwnChain, isOwnSet, isPodChain } from './names.js';
+import { TABLES, isOwnChain, isOwnSet, staleChainRank } from './names.js';
 import { chainBlock, deleteElementLines, revisionOf, setBlock, setDeclaration } from './objects.js';
 import type { ChainRender, SetRender } from './objects.js';
 import type { PolicyFamilyRender, PolicyRender } from './render-policy.js';
@@ -500,7 +500,7 @@ export class KernelApplier {
         }
       }
       const staleChains = [...chainCandidates].filter(isOwnChain);
-      staleChains.sort((a, b) => Number(isPodChain(b)) - Number(isPodChain(a)));
+      staleChains.sort((a, b) => staleChainRank(a) - staleChainRank(b));
       for (const name of staleChains) doomed.push({ family, kind: 'chain', name });
       for (const name of setCandidates) {
         if (isOwnSet(name)) doomed.push({ family, kind: state.sets.get(name)?.map ? 'map' : 'set', name });

@@ -64,13 +64,24 @@ export function namedPortsSetName(policyId: string, direction: Direction, ruleKe
   return `${DESTINATION_SET_PREFIX}${stableHash('nft', 'named-ports', policyId, direction, ruleKey, family)}`;
 }
 
+/**
+ * The chain of an address that several local pods hold at once (a pod object not yet gone beside the pod that got
+ * its address again): it runs each one's pod chain in turn, so that traffic must pass every one's policies, as the
+ * iptables backend's jump rules, one per pod, make it. A dispatch map holds one verdict per address.
+ */
+export const SHARED_ADDRESS_CHAIN_PREFIX = `${POD_CHAIN_PREFIX}ADDR-`;
+
+export function sharedAddressChainName(address: string, direction: Direction, family: IpFamily): string {
+  return `${SHARED_ADDRESS_CHAIN_PREFIX}${stableHash('nft', 'shared-address', address, direction, family)}`;
+}
+
 function setPrefix(direction: Direction): string {
   return direction === 'ingress' ? SOURCE_SET_PREFIX : DESTINATION_SET_PREFIX;
 }
 
 const HASHED = '[0-9A-F]{16}';
 const OWN_CHAIN = new RegExp(
-  `^(?:${[...Object.values(TOP_CHAINS), COMMON_CHAIN, DEFAULT_CHAIN, TAIL_CHAIN].join('|')}|${POD_CHAIN_PREFIX}${HASHED}|${POLICY_CHAIN_PREFIX}${HASHED})$`,
+  `^(?:${[...Object.values(TOP_CHAINS), COMMON_CHAIN, DEFAULT_CHAIN, TAIL_CHAIN].join('|')}|${POD_CHAIN_PREFIX}${HASHED}|${SHARED_ADDRESS_CHAIN_PREFIX}${HASHED}|${POLICY_CHAIN_PREFIX}${HASHED})$`,
 );
 const OWN_SET = new RegExp(`^(?:(?:${SOURCE_SET_PREFIX}|${DESTINATION_SET_PREFIX})${HASHED}|${LOCAL_PODS_SET}|${INGRESS_MAP}|${EGRESS_MAP})$`);
 
@@ -85,4 +96,13 @@ export function isOwnSet(name: string): boolean {
 
 export function isPodChain(name: string): boolean {
   return name.startsWith(POD_CHAIN_PREFIX);
+}
+
+/**
+ * The order stale chains are deleted in, within one transaction: a chain before the chains it jumps to (shared
+ * address chains jump to pod chains, pod chains to policy chains), as the kernel refuses to delete a chain in use.
+ */
+export function staleChainRank(name: string): number {
+  if (name.startsWith(SHARED_ADDRESS_CHAIN_PREFIX)) return 0;
+  return isPodChain(name) ? 1 : 2;
 }

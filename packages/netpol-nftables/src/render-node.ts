@@ -1,6 +1,6 @@
 import ipaddr from 'ipaddr.js';
 import type { Direction, IpFamily, LocalPod, PolicyModel } from '@kube-router/netpol';
-import { ACCEPT_MARK, EGRESS_MAP, INGRESS_MAP, LOCAL_PODS_SET, POLICY_MARK, TOP_CHAINS } from './names.js';
+import { ACCEPT_MARK, EGRESS_MAP, INGRESS_MAP, LOCAL_PODS_SET, POLICY_MARK, TOP_CHAINS, sharedAddressChainName } from './names.js';
 import { COMMON_CHAIN, DEFAULT_CHAIN, NFLOG_GROUP, TAIL_CHAIN, podChainName, policyChainName } from '@kube-router/netpol';
 import { chain } from './objects.js';
 import type { ChainRender, NftRuleText, SetRender } from './objects.js';
@@ -80,7 +80,8 @@ export function renderNode(
   const ingress: string[] = [];
   const egress: string[] = [];
   const localPods: string[] = [];
-  const dispatched = { ingress: new Set<string>(), egress: new Set<string>() };
+  /** Per direction, each address with the pod chains of the local pods that hold it, in the model's order. */
+  const dispatched = { ingress: new Map<string, string[]>(), egress: new Map<string, string[]>() };
   for (const pod of model.pods) {
     const ips = pod.ips[family];
     // A pod without an address of this family has nothing to dispatch here, and its policies render no chain here
@@ -95,14 +96,29 @@ export function renderNode(
       const podChain = podChainCache ? podChainCache.get(podChainKey(pod, direction, family, options, failedPolicies), build) : build();
       if (!podChain) continue;
       podChains.push(podChain);
-      const entries = direction === 'ingress' ? ingress : egress;
       for (const ip of ips) {
-        // Two local pods with one address (a stale pod object beside the pod that got its address again): a map holds
-        // one verdict per key, and two would make the kernel refuse the whole dispatch. The first pod, by id, keeps it.
-        if (dispatched[direction].has(ip)) continue;
-        dispatched[direction].add(ip);
-        entries.push(`${ip} : jump ${podChain.name}`);
+        const chains = dispatched[direction].get(ip);
+        if (chains) chains.push(podChain.name);
+        else dispatched[direction].set(ip, [podChain.name]);
       }
+    }
+  }
+  for (const direction of ['egress', 'ingress'] as const) {
+    const entries = direction === 'ingress' ? ingress : egress;
+    for (const [ip, chains] of dispatched[direction]) {
+      if (chains.length === 1) {
+        entries.push(`${ip} : jump ${chains[0] as string}`);
+        continue;
+      }
+      // Several local pods hold the address: a map holds one verdict per key (two would make the kernel refuse the
+      // whole dispatch), so it jumps to a chain that runs each pod's chain in turn. Listed after the pod chains it
+      // jumps to.
+      const shared = chain(
+        sharedAddressChainName(ip, direction, family),
+        chains.map((name) => ({ text: `jump ${name}`, comment: 'local pods holding the same address: traffic passes the policies of each' })),
+      );
+      podChains.push(shared);
+      entries.push(`${ip} : jump ${shared.name}`);
     }
   }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { EGRESS_MAP, INGRESS_MAP, LOCAL_PODS_SET, TOP_CHAINS } from './names.js';
+import { EGRESS_MAP, INGRESS_MAP, LOCAL_PODS_SET, TOP_CHAINS, isOwnChain, sharedAddressChainName } from './names.js';
 import { COMMON_CHAIN, TAIL_CHAIN, podChainName, policyChainName } from '@kube-router/netpol';
 import { chainBlock } from './objects.js';
 import { renderNode } from './render-node.js';
@@ -165,12 +165,23 @@ describe('renderNode', () => {
     ]);
   });
 
-  it('gives an address two local pods hold one verdict, the first pod\'s by id: two would make the kernel refuse the map', () => {
+  it('sends an address two local pods hold through both pods\' chains, in turn: a map takes one verdict per address', () => {
     // web/stale: a pod object left with web/server's address.
     const node = renderNode(smallCluster([policy('web/none', { podSelector: {} })], [pod('web/stale', ['10.0.0.2'])]), 'ipv4', NODE_OPTIONS);
     const ingress = node.sets.find((set) => set.name === INGRESS_MAP)?.elements ?? [];
-    expect(ingress.filter((element) => element.startsWith('10.0.0.2 '))).toEqual([`10.0.0.2 : jump ${podChainName('web/server', 'ingress', 'ipv4')}`]);
-    expect(node.podChains.map((c) => c.name)).toContain(podChainName('web/stale', 'ingress', 'ipv4'));
+    const shared = sharedAddressChainName('10.0.0.2', 'ingress', 'ipv4');
+    expect(ingress.filter((element) => element.startsWith('10.0.0.2 '))).toEqual([`10.0.0.2 : jump ${shared}`]);
+    const chains = node.podChains.map((c) => c.name);
+    const sharedChain = node.podChains.find((c) => c.name === shared);
+    expect(sharedChain?.rules.map((rule) => rule.text)).toEqual([
+      `jump ${podChainName('web/server', 'ingress', 'ipv4')}`,
+      `jump ${podChainName('web/stale', 'ingress', 'ipv4')}`,
+    ]);
+    // After the chains it jumps to, in the transaction that writes them.
+    expect(chains.indexOf(shared)).toBeGreaterThan(chains.indexOf(podChainName('web/stale', 'ingress', 'ipv4')));
+    expect(isOwnChain(shared)).toBe(true);
+    // The address the other pod alone holds keeps its own chain.
+    expect(ingress).toContain(`10.0.0.3 : jump ${podChainName('web/client', 'ingress', 'ipv4')}`);
   });
 
   it('logs to NFLOG group 100, rate-limited, then rejects in a pod chain', () => {
