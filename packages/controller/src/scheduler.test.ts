@@ -68,6 +68,22 @@ describe('SyncScheduler', () => {
     expect(rec.calls.filter((c) => c.reason === 'periodic').length).toBeGreaterThanOrEqual(3);
   });
 
+  it('keeps the minimum interval before a periodic sync that came due while a triggered one ran', async () => {
+    const rec = recordingController({ syncPeriodMs: 60, minSyncIntervalMs: 100, durationMs: 80 });
+    scheduler = new SyncScheduler(rec.controller);
+    scheduler.start();
+    const started = performance.now();
+    while (performance.now() - started < 600) {
+      scheduler.requestSync('cluster changed');
+      await sleep(15);
+    }
+    const starts = rec.calls.map((call) => call.at);
+    expect(rec.calls.some((call) => call.reason === 'periodic')).toBe(true);
+    for (let index = 1; index < starts.length; index++) {
+      expect((starts[index] as number) - (starts[index - 1] as number)).toBeGreaterThanOrEqual(95);
+    }
+  });
+
   it('waits a period longer than Node timers take (720h) instead of syncing in a loop', async () => {
     const rec = recordingController({ syncPeriodMs: 720 * 3_600_000 });
     scheduler = new SyncScheduler(rec.controller);

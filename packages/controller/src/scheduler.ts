@@ -127,10 +127,11 @@ export class SyncScheduler {
       const now = performance.now();
       const periodicAt = this.#lastPeriodicEnd + this.#controller.syncPeriodMs;
       const earliest = this.#lastStart + this.#controller.minSyncIntervalMs;
-      if (now >= periodicAt) return this.#take('periodic');
+      // The periodic sync respects the minimum interval too: due while a triggered sync ran, it waits its turn.
+      if (now >= Math.max(periodicAt, earliest)) return this.#take('periodic');
       if (this.#retryAt !== undefined && now >= Math.max(this.#retryAt, earliest)) return this.#take('retry');
       if (this.#pending !== undefined && now >= earliest) return this.#take(this.#pending);
-      let dueAt = periodicAt;
+      let dueAt = Math.max(periodicAt, earliest);
       if (this.#retryAt !== undefined) dueAt = Math.min(dueAt, Math.max(this.#retryAt, earliest));
       if (this.#pending !== undefined) dueAt = Math.min(dueAt, earliest);
       await this.#sleep(dueAt - now);
