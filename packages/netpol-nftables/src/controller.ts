@@ -142,7 +142,8 @@ export function createNetpolNftablesController(
       }
     }
 
-    if (!disabledTablesRemoved) {
+    // Once our own tables enforce, as for the leftovers above.
+    if (!disabledTablesRemoved && result.nodeFailure === undefined && result.writeFailure === undefined) {
       try {
         const removed = await deleteNetpolTables(nft.both, disabledFamilies);
         disabledTablesRemoved = true;

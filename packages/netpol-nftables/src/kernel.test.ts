@@ -340,9 +340,15 @@ describe('KernelApplier (nftables)', () => {
       .on((spec) => (spec.input ?? '').includes(`chain ${policyChainName('web/b', 'ingress', 'ipv4')} {`) && !(spec.input ?? '').includes(policyChainName('web/a', 'ingress', 'ipv4')), {
         timedOut: true,
       });
-    const result = await applier(runner).apply(desiredFor([a, b]));
+    const kernel = applier(runner);
+    const result = await kernel.apply(desiredFor([a, b]));
     expect([...result.failedPolicies.keys()]).toEqual(['web/a']);
     expect(result.writeFailure).toMatchObject({ timedOut: true });
+    // Its failed-closed dispatch never went in: the next sync's first transaction already fails a's targets closed.
+    const seen = desiredFor([a, b]);
+    await kernel.apply(seen);
+    // (The first render is the foundation's, which no failure changes; the second is the dispatch's.)
+    expect([...(seen.failedSeen[1] ?? [])]).toEqual(['web/a']);
   });
 
   it('writes a small change of both tables in one transaction, and large ones table by table at once', async () => {

@@ -220,6 +220,8 @@ export class KernelApplier {
 
     const stopped = (error: unknown): ApplyResult => {
       this.#fresh = false;
+      // Refused now or before, and the failed-closed dispatch perhaps not written: the next apply keeps them closed.
+      if (failed.size > 0) this.#refusedBefore = new Set([...this.#refusedBefore, ...failed.keys()]);
       return { failedPolicies: failed, writeFailure: error, staleFailures: new Map(), ...counters };
     };
     // Both tables' failures, when both failed (one timed out, the other could not run): none is dropped.
