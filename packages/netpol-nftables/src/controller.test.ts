@@ -12,6 +12,9 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createNetpolNftablesController } from './controller.js';
 import { netpolNftablesOptions } from './options.js';
+
+/** `nft -j list tables` of a namespace without tables. */
+const NO_TABLES = JSON.stringify({ nftables: [{ metainfo: { json_schema_version: 1 } }] });
 import { createNetpolNftablesPlugin } from './plugin.js';
 
 /** What the iptables backend leaves in the filter table: its top-level chain and the jump to it. */
@@ -27,6 +30,7 @@ describe('netpol-nftables controller: the iptables backend leftovers', () => {
   it('are searched for at start, while the informers list; the first sync removes them, a sync after a failed removal searches again', async () => {
     const runner = new RecordingRunner()
       .on('nft -j list', { exitCode: 1, stderr: 'Error: No such file or directory' })
+      .on('nft -j list tables', { stdout: NO_TABLES })
       .on((spec) => spec.command === 'iptables-save', { stdout: IPTABLES_LEFTOVERS })
       .once('iptables-restore', { exitCode: 4, stderr: 'iptables-restore: line 2 failed' });
     const searches = () => runner.invocations.filter((invocation) => invocation.command === 'iptables-save').length;
@@ -92,7 +96,9 @@ describe('netpol-nftables controller: what an event\'s sync keeps', () => {
       warnPolicy: () => undefined,
       node: () => ({ metadata: { name: cluster.nodeName }, spec: { podCIDRs: podCidrs } }),
     };
-    const runner = new RecordingRunner().on('nft -j list', { exitCode: 1, stderr: 'Error: No such file or directory' });
+    const runner = new RecordingRunner()
+      .on('nft -j list', { exitCode: 1, stderr: 'Error: No such file or directory' })
+      .on('nft -j list tables', { stdout: NO_TABLES });
     const logger = pino({ level: 'silent' });
     const metrics = new AgentMetrics({ collectDefaultMetrics: false });
     const ctx: PluginContext = { nodeName: cluster.nodeName, logger, metrics, health: new HealthRegistry({ defaultGraceMs: 5_000 }), services: new ServiceRegistry() };

@@ -4,13 +4,16 @@ import type { IpFamily } from '@kube-router/netpol';
 import { TABLES } from './names.js';
 
 /**
- * Deletes the netpol tables of these families (both by default) where they exist, and says how many it deleted; a
- * table that is not there is not an error.
+ * Deletes the netpol tables of these families (both by default) where they exist, and says how many it deleted. Only
+ * a table the listing shows is deleted: on a kernel without IPv6 (`ipv6.disable=1`) even naming an `ip6` table is an
+ * error, and an agent running with IPv6 off must not fail every sync on it. A table gone meanwhile is not an error.
  */
 export async function deleteNetpolTables(nft: Nft, families: readonly IpFamily[] = ['ipv4', 'ipv6']): Promise<number> {
+  const listed = new Set((await nft.list(['tables'])).tables.map((table) => `${table.family} ${table.name}`));
   let deleted = 0;
   for (const family of families) {
     const table = TABLES[family];
+    if (!listed.has(`${table.family} ${table.name}`)) continue;
     try {
       await nft.apply(`delete table ${table.family} ${table.name}\n`);
       deleted++;
