@@ -5,8 +5,8 @@ import { TABLES } from './names.js';
 
 /**
  * Deletes the netpol tables of these families (both by default) where they exist, and says how many it deleted. Only
- * a table the listing shows is deleted: on a kernel without IPv6 (`ipv6.disable=1`) even naming an `ip6` table is an
- * error, and an agent running with IPv6 off must not fail every sync on it. A table gone meanwhile is not an error.
+ * a table the listing shows is deleted, so that an agent running with IPv6 off writes nothing to the `ip6` family
+ * unless a table of ours is there. A table gone meanwhile is not an error.
  */
 export async function deleteNetpolTables(nft: Nft, families: readonly IpFamily[] = ['ipv4', 'ipv6']): Promise<number> {
   const listed = new Set((await nft.list(['tables'])).tables.map((table) => `${table.family} ${table.name}`));
