@@ -177,13 +177,13 @@ function singleNamedDestination(rule: CompiledRule, family: IpFamily): { ip: str
  */
 function addMerged(numbered: PortRange[], port: PortRange): void {
   const last = numbered.at(-1);
-  const lastEnd = last && (last.endPort ?? last.port ?? 0);
-  if (!last || lastEnd === undefined || last.protocol !== port.protocol || (port.port ?? 0) > lastEnd) {
-    numbered.push(port);
-    return;
-  }
-  const end = port.endPort ?? port.port ?? 0;
-  if (end > lastEnd) numbered[numbered.length - 1] = { protocol: last.protocol, port: last.port as number, endPort: end };
+  if (last === undefined || last.protocol !== port.protocol || (port.port ?? 0) > lastPort(last)) numbered.push(port);
+  else if (lastPort(port) > lastPort(last)) numbered[numbered.length - 1] = { ...last, endPort: lastPort(port) };
+}
+
+/** The last port a numbered port range covers. */
+function lastPort(range: PortRange): number {
+  return range.endPort ?? range.port ?? 0;
 }
 
 function portMatch(port: PortRange): string {

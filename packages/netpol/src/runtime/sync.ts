@@ -117,8 +117,8 @@ export function reportRefusedPolicies(
  * This node's pod CIDRs for --netpol-default-deny, read on each sync. Without any there is nothing to guard with: the
  * failure joins the sync's (so the operator sees it) and everything else is still programmed. Once read, they are
  * kept through a sync that cannot read them (the Node object gone from the cache for a moment, an annotation edited
- * badly): a node's pod CIDRs do not change, and writing the tail without them would let unprogrammed pods through, failing
- * open on a failure.
+ * badly): a node's pod CIDRs do not change, and writing the tail without them would let unprogrammed pods through,
+ * failing open on a failure.
  */
 export class DefaultDenyPodCidrs {
   #lastRead: readonly string[] = [];
