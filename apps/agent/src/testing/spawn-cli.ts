@@ -29,7 +29,12 @@ export function spawnCli(entry: string, args: readonly string[], env: NodeJS.Pro
   let stderr = '';
   child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  // On 'close', not 'exit': the last lines a CLI writes before it exits may still be in the pipe when it has exited,
+  // and a test reads them (the stop's log lines). A grandchild holding the pipe open cannot hold the test up for long.
+  const exit = new Promise<number | null>((resolve) => {
+    child.once('close', (code) => resolve(code));
+    child.once('exit', (code) => setTimeout(() => resolve(code), 2_000).unref());
+  });
   return { child, stdout: () => stdout, stderr: () => stderr, exit };
 }
 
