@@ -13,7 +13,7 @@ export type {
 export { Mutex, nftTableLock, toolLocks } from './mutex.js';
 export type { ToolFamily } from './mutex.js';
 export { findExecutable, hasTool } from './executables.js';
-export { inetFamily } from './family.js';
+export { inetFamily, kernelHasFamily } from './family.js';
 export type { IpFamily } from './family.js';
 
 export { Iptables } from './iptables.js';

@@ -53,6 +53,29 @@ describe.skipIf(missing !== undefined)(`nft in a network namespace ${missing ? `
     expect(sets.get('allowed6')).toEqual(['fd00::1']);
   });
 
+  it('deletes only the listed ones of the tables it is given, and names no other', async () => {
+    await nft.apply('add table ip krt-delete-a\nadd table ip6 krt-delete-b\nadd table inet krt-keep\n');
+    const runs: string[] = [];
+    const watched = new Nft({
+      runner: { run: (spec) => (runs.push(`${(spec.args ?? []).join(' ')} ${spec.input ?? ''}`.trim()), netns.runner.run(spec)) },
+      netns: netns.name,
+    });
+    const deleted = await watched.deleteTables([
+      { family: 'ip', name: 'krt-delete-a' },
+      { family: 'ip6', name: 'krt-delete-b' },
+      { family: 'ip6', name: 'krt-never-made' },
+    ]);
+    expect(deleted).toBe(2);
+    const left = (await nft.list(['tables'])).tables.map((t) => `${t.family} ${t.name}`);
+    expect(left).toContain('inet krt-keep');
+    expect(left).not.toContain('ip krt-delete-a');
+    expect(left).not.toContain('ip6 krt-delete-b');
+    // A table nft does not list is never named: on a kernel without IPv6, naming an ip6 table fails.
+    expect(runs.some((run) => run.includes('krt-never-made'))).toBe(false);
+    expect(await watched.deleteTables([{ family: 'ip', name: 'krt-delete-a' }])).toBe(0);
+    await nft.apply('delete table inet krt-keep\n');
+  });
+
   it('replaces a table atomically within one transaction', async () => {
     await nft.apply(`delete table inet krt-test\n${table.replace('192.0.2.1', '192.0.2.2')}`);
     const sets = new Map((await nft.list()).sets.map((set) => [set.name, set.elements]));

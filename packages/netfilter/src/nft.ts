@@ -57,6 +57,27 @@ export class Nft {
     return parseNftJson((await this.run(['-j', 'list', ...what])).stdout);
   }
 
+  /**
+   * Deletes those of these tables that exist, one transaction each, and resolves with how many went. Only a table the
+   * listing shows is named: naming a table of a family the kernel lacks (`ip6` without IPv6) fails. One gone
+   * meanwhile is not an error.
+   */
+  async deleteTables(tables: readonly { readonly family: string; readonly name: string }[]): Promise<number> {
+    const listed = new Set((await this.list(['tables'])).tables.map((table) => `${table.family} ${table.name}`));
+    let deleted = 0;
+    for (const { family, name } of tables) {
+      if (!listed.has(`${family} ${name}`)) continue;
+      try {
+        await this.apply(`delete table ${family} ${name}\n`);
+        deleted++;
+      } catch (error) {
+        if (error instanceof CommandError && /No such file or directory/.test(error.stderr)) continue;
+        throw error;
+      }
+    }
+    return deleted;
+  }
+
   run(args: readonly string[], input?: string): Promise<CommandResult> {
     return holdingAll(this.#locks, () =>
       this.#runner.run({ command: this.#command, args, input, netns: this.netns, timeoutMs: this.#timeoutMs }),
