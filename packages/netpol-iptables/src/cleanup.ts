@@ -19,20 +19,10 @@ export interface CleanupOptions {
  */
 export async function removeIptablesNetpol(options: CleanupOptions): Promise<void> {
   const errors: unknown[] = [];
-  const top = new Set<string>(Object.values(TOP_CHAINS));
   const netns = options.netns === undefined ? {} : { netns: options.netns };
   for (const family of options.families) {
     try {
-      const iptables = new Iptables({ runner: options.runner, family, backend: options.backend, ...netns, timeoutMs: options.timeoutMs });
-      const table = await iptables.saveParsed('filter');
-      const jumps = table.chains
-        .filter((chain) => BUILTIN_CHAINS.includes(chain.name as never))
-        .flatMap((chain) => chain.rules.filter((rule) => rule.target !== undefined && top.has(rule.target)));
-      const chains = table.chains.filter((chain) => !chain.builtin && isOwnChain(chain.name)).map((chain) => chain.name);
-      if (jumps.length === 0 && chains.length === 0) continue;
-      await iptables.restore(
-        renderIptablesRestore([{ table: 'filter', chains: [], lines: jumps.map((rule) => `-D ${rule.chain} ${rule.spec}`), deleteChains: chains }]),
-      );
+      await removeOwnFilterRules(new Iptables({ runner: options.runner, family, backend: options.backend, ...netns, timeoutMs: options.timeoutMs }));
     } catch (error) {
       errors.push(error);
     }
@@ -56,4 +46,22 @@ export async function removeIptablesNetpol(options: CleanupOptions): Promise<voi
     errors.push(error);
   }
   if (errors.length > 0) throw new AggregateError(errors, `netpol cleanup failed: ${errors.map(String).join('; ')}`);
+}
+
+/**
+ * The jumps from the built-in chains to ours and every chain of ours in one family's filter table, in one
+ * iptables-restore (never seen half-removed); resolves with how many rules and chains went.
+ */
+export async function removeOwnFilterRules(iptables: Iptables): Promise<number> {
+  const top = new Set<string>(Object.values(TOP_CHAINS));
+  const table = await iptables.saveParsed('filter');
+  const jumps = table.chains
+    .filter((chain) => BUILTIN_CHAINS.includes(chain.name as never))
+    .flatMap((chain) => chain.rules.filter((rule) => rule.target !== undefined && top.has(rule.target)));
+  const chains = table.chains.filter((chain) => !chain.builtin && isOwnChain(chain.name)).map((chain) => chain.name);
+  if (jumps.length === 0 && chains.length === 0) return 0;
+  await iptables.restore(
+    renderIptablesRestore([{ table: 'filter', chains: [], lines: jumps.map((rule) => `-D ${rule.chain} ${rule.spec}`), deleteChains: chains }]),
+  );
+  return jumps.length + chains.length;
 }

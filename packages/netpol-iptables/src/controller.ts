@@ -1,6 +1,6 @@
 import { createSyncController, SyncFailures } from '@kube-router/controller';
 import type { Controller, PluginContext } from '@kube-router/controller';
-import { FailFastSession, Ipset, Iptables, Mutex } from '@kube-router/netfilter';
+import { FailFastSession, hasTool, Ipset, Iptables, kernelHasFamily, Mutex } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
 import {
   NETPOL_CONTROLLER,
@@ -13,6 +13,7 @@ import {
   reportRefusedPolicies,
 } from '@kube-router/netpol';
 import type { IpFamily, NetpolSources } from '@kube-router/netpol';
+import { removeOwnFilterRules } from './cleanup.js';
 import { KernelApplier } from './kernel.js';
 import type { DesiredState } from './kernel.js';
 import { NetpolMetrics } from './metrics.js';
@@ -63,6 +64,17 @@ export function createNetpolController(
   const exclusive = new Mutex();
   let unsubscribe: (() => void) | undefined;
   let nftablesLeftoversRemoved = false;
+  /**
+   * A family enforced before and disabled now (--enable-ipv6=false after a run with it): its chains are no longer
+   * kept up to date, and left in place they would go on isolating pods by policies long gone, and hold the family's
+   * ipsets, which the stale-set sweep could then never destroy. A kernel without the family, or a node without its
+   * tools, holds none of it.
+   */
+  const disabledFamilies = (['ipv4', 'ipv6'] as const)
+    .filter((family) => !families.includes(family) && kernelHasFamily(family))
+    .map((family) => new Iptables({ runner: deps.runner, family, backend: options.iptablesBackend, netns: options.netns, timeoutMs: options.commandTimeoutMs }))
+    .filter((disabled) => hasTool(disabled.binary('save')) && hasTool(disabled.binary('restore')));
+  let disabledFamiliesRemoved = disabledFamilies.length === 0;
 
   const sync = async (progress: () => void, signal: AbortSignal, reason: string): Promise<void> => {
     if (!deps.sources.hasSynced()) {
@@ -90,6 +102,17 @@ export function createNetpolController(
       renderNode: (family, failed) => renderNode(model, family, { ...options, podCidrs }, failed),
       nodeSets: options.defaultDeny ? families.map((family) => renderLocalPodsSet(model, family)) : [],
     };
+    // Before the apply, whose stale-set sweep destroys the disabled family's sets once nothing matches on them: nothing
+    // enforces that family any more, before or after.
+    if (!disabledFamiliesRemoved) {
+      const removals = await Promise.allSettled(disabledFamilies.map(removeOwnFilterRules));
+      removals.forEach((removal, index) => {
+        const { family } = disabledFamilies[index] as Iptables;
+        if (removal.status === 'rejected') failures.add(`disabled-family/${family}`, removal.reason);
+        else if (removal.value > 0) ctx.logger.info({ family, removed: removal.value }, 'removed the netpol chains of a family that is not enabled');
+      });
+      disabledFamiliesRemoved = removals.every((removal) => removal.status === 'fulfilled');
+    }
     const applyStarted = performance.now();
     session.begin();
     const result = await applier.apply(desired, progress);

@@ -284,4 +284,29 @@ describe.skipIf(missing !== undefined)('netpol enforcement in a lab node', () =>
     await enforce();
     expect(await mismatches(world.lab, [{ from: 'web/client', to: 'web/server', port: 80, open: false }])).toEqual([]);
   });
+  it('removes its chains and ipsets of a family that is no longer enabled, and keeps the other', async () => {
+    await enforcer.stop();
+    enforcer = await world.start();
+    world.policy('web', 'server-isolated', { podSelector: { matchLabels: { app: 'server' } }, ingress: [] });
+    await enforce();
+    expect(await world.inNode('ip6tables-save', ['-t', 'filter'])).toContain('KUBE-ROUTER-FORWARD');
+    await enforcer.stop();
+    // Restarted with IPv6 off: the IPv6 chains would otherwise go on isolating web/server by a policy about to go, and
+    // hold the IPv6 sets, which no sync could then destroy.
+    enforcer = await world.start({ options: { enableIpv6: false } });
+    await enforce();
+    expect(await world.inNode('ip6tables-save', ['-t', 'filter'])).not.toMatch(/KUBE-ROUTER|KUBE-POD-FW-|KUBE-NWPLCY-/);
+    expect(await world.inNode('ipset', ['list', '-n'])).not.toContain('inet6:');
+    expect(await world.inNode('iptables-save', ['-t', 'filter'])).toContain('KUBE-ROUTER-FORWARD');
+    expect(
+      await mismatches(world.lab, [
+        { from: 'web/client', to: 'web/server', port: 80, open: false },
+        { from: 'web/client', to: 'web/server', port: 80, family: 6, open: true },
+      ]),
+    ).toEqual([]);
+    // A second sync finds nothing left to remove and nothing failing.
+    await enforce();
+    world.deletePolicy('web', 'server-isolated');
+    await enforce();
+  });
 });

@@ -1,4 +1,4 @@
-import { CommandError, hasTool, Nft } from '@kube-router/netfilter';
+import { hasTool, Nft } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
 
 /**
@@ -12,18 +12,12 @@ export const NFTABLES_NETPOL_TABLES = [
 
 /**
  * Deletes the nftables backend's tables where they exist, so that a switch of backend leaves one enforcer. Resolves
- * true once there is nothing left (also without nft installed: then there can be no tables).
+ * true once there is nothing left (also without nft installed: then there can be no tables). Only tables nft lists
+ * are named, so that a kernel without IPv6 does not fail every sync (Nft.deleteTables).
  */
 export async function removeNftablesLeftovers(runner: CommandRunner, netns: string | undefined, timeoutMs: number): Promise<boolean> {
   if (!hasTool('nft')) return true;
   const nft = new Nft({ runner, ...(netns === undefined ? {} : { netns }), timeoutMs });
-  for (const { family, name } of NFTABLES_NETPOL_TABLES) {
-    try {
-      await nft.apply(`delete table ${family} ${name}\n`);
-    } catch (error) {
-      if (error instanceof CommandError && /No such file or directory/.test(error.stderr)) continue;
-      throw error;
-    }
-  }
+  await nft.deleteTables(NFTABLES_NETPOL_TABLES);
   return true;
 }
