@@ -65,7 +65,9 @@ export function createNetpolNftablesController(
   const searchLeftovers = (): Promise<{ found?: IptablesLeftovers; error?: unknown }> =>
     findIptablesLeftovers({
       runner: deps.runner,
-      families,
+      // A family disabled now (--enable-ipv6=false) as well: the iptables backend may have enforced it, and its
+      // rules would go on isolating pods of that family by policies long gone.
+      families: ['ipv4', 'ipv6'],
       backend: options.iptablesBackend,
       ...(options.netns === undefined ? {} : { netns: options.netns }),
       timeoutMs: options.commandTimeoutMs,

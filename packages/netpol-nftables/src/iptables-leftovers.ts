@@ -1,5 +1,5 @@
 import type { IpFamily } from '@kube-router/netpol';
-import { Ipset, IpsetScript, Iptables, renderIptablesRestore } from '@kube-router/netfilter';
+import { hasTool, Ipset, IpsetScript, Iptables, kernelHasFamily, renderIptablesRestore } from '@kube-router/netfilter';
 import type { CommandRunner, IptablesBackend } from '@kube-router/netfilter';
 
 /*
@@ -13,6 +13,7 @@ const SET = /^(?:KUBE-(?:SRC|DST)-[0-9A-F]{16}|KUBE-TMP-NETPOL|kube-router-local
 
 export interface IptablesLeftoversOptions {
   readonly runner: CommandRunner;
+  /** The families to search: every one the iptables backend may have run with, not only those enabled now. */
   readonly families: readonly IpFamily[];
   readonly backend: IptablesBackend;
   readonly netns?: string;
@@ -27,7 +28,8 @@ export interface IptablesLeftovers {
 
 /**
  * Finds the iptables backend's jumps, chains and ipsets (reads only, so it may run beside our own transaction).
- * Someone else's rules and chains are left out, and a family whose tool is absent has nothing to remove.
+ * Someone else's rules and chains are left out, and a family the kernel lacks, or whose tools are absent, has nothing
+ * to remove.
  */
 export async function findIptablesLeftovers(options: IptablesLeftoversOptions): Promise<IptablesLeftovers> {
   const netns = options.netns === undefined ? {} : { netns: options.netns };
@@ -44,6 +46,7 @@ export async function findIptablesLeftovers(options: IptablesLeftoversOptions): 
   };
   const findRules = async (family: IpFamily) => {
     const iptables = new Iptables({ runner: options.runner, family, backend: options.backend, ...netns, timeoutMs: options.timeoutMs });
+    if (!kernelHasFamily(family) || !hasTool(iptables.binary('save')) || !hasTool(iptables.binary('restore'))) return;
     const table = await iptables.saveParsed('filter');
     const jumps = table.chains
       .filter((chain) => chain.builtin)

@@ -1,3 +1,4 @@
+import { hash } from 'node:crypto';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { IpFamily } from '@kube-router/netpol';
 import { messageOf } from '@kube-router/controller';
@@ -48,6 +49,13 @@ interface KnownChain {
   /** From the `[rev ...]` tag of its first rule; undefined when the chain is not one we wrote as it is. */
   readonly digest: string | undefined;
   readonly ruleCount: number;
+}
+
+/** What one of our chains held when it was read back, under the `[rev ...]` tag it carried then. */
+interface ReadBackChain {
+  readonly digest: string;
+  /** A hash of its rules as nft lists them (expressions and comments). */
+  readonly content: string;
 }
 
 interface KnownSet {
@@ -108,6 +116,11 @@ export class KernelApplier {
    * transaction and the failed-closed dispatch after the search, on every sync.
    */
   #refusedBefore: ReadonlySet<string> = new Set();
+  /**
+   * Per family, what each tagged chain held at the last read-back. A rule replaced in place (`nft replace rule`) keeps
+   * the chain's tag and its rule count: only its content, against what the same tag showed before, tells.
+   */
+  readonly #readBack = new Map<IpFamily, Map<string, ReadBackChain>>();
   #fresh = false;
 
   constructor(options: KernelApplierOptions) {
@@ -146,7 +159,15 @@ export class KernelApplier {
         return [family, ruleset] as const;
       }),
     );
-    for (const [family, ruleset] of read) this.#state.set(family, readState(ruleset, family));
+    for (const [family, ruleset] of read) {
+      const readBack = new Map<string, ReadBackChain>();
+      const { state, changedInPlace } = readState(ruleset, family, this.#readBack.get(family), readBack);
+      this.#state.set(family, state);
+      this.#readBack.set(family, readBack);
+      if (changedInPlace.length > 0) {
+        this.#options.logger.warn({ family, chains: changedInPlace }, 'rules of our chains were changed in place by someone else; writing them again');
+      }
+    }
     this.#inKernel = inKernelSets();
     this.#swept = undefined;
     this.#fresh = true;
@@ -725,10 +746,24 @@ export function tableRef(family: IpFamily): string {
   return `${TABLES[family].family} ${TABLES[family].name}`;
 }
 
-function readState(ruleset: NftRuleset, family: IpFamily): FamilyState {
+/**
+ * What the kernel holds of one family's table. A chain whose tag is the one it had at the last read-back (`before`)
+ * but whose rules differ from what they were then was changed in place: it is known with no digest, so that the
+ * apply writes it again. `readBack` receives what each tagged chain holds now; a chain changed in place keeps the
+ * content it had, which the chain written again shows once more. A chain changed before any read-back of its tag
+ * (between the write and the next periodic sync, or while the agent was down) is taken as it is found: a restarted
+ * agent adopts its tables by their tags and cannot tell.
+ */
+function readState(
+  ruleset: NftRuleset,
+  family: IpFamily,
+  before: ReadonlyMap<string, ReadBackChain> | undefined,
+  readBack: Map<string, ReadBackChain>,
+): { state: FamilyState; changedInPlace: string[] } {
   const { name: table } = TABLES[family];
   const state: FamilyState = { tableExists: ruleset.tables.some((t) => t.name === table), chains: new Map(), sets: new Map() };
-  const rulesByChain = new Map<string, { comment?: string }[]>();
+  const changedInPlace: string[] = [];
+  const rulesByChain = new Map<string, NftRuleset['rules'][number][]>();
   for (const rule of ruleset.rules) {
     let list = rulesByChain.get(rule.chain);
     if (!list) rulesByChain.set(rule.chain, (list = []));
@@ -737,7 +772,18 @@ function readState(ruleset: NftRuleset, family: IpFamily): FamilyState {
   for (const listed of ruleset.chains) {
     const rules = rulesByChain.get(listed.name) ?? [];
     // An empty chain carries no tag; its content is known all the same.
-    const digest = rules.length === 0 ? EMPTY_DIGEST : revisionOf(rules[0]?.comment);
+    let digest = rules.length === 0 ? EMPTY_DIGEST : revisionOf(rules[0]?.comment);
+    if (digest !== undefined && digest !== EMPTY_DIGEST) {
+      const content = contentOf(rules);
+      const earlier = before?.get(listed.name);
+      if (earlier !== undefined && earlier.digest === digest && earlier.content !== content) {
+        changedInPlace.push(listed.name);
+        readBack.set(listed.name, earlier);
+        digest = undefined;
+      } else {
+        readBack.set(listed.name, { digest, content });
+      }
+    }
     state.chains.set(listed.name, { digest, ruleCount: rules.length });
   }
   for (const set of ruleset.sets) {
@@ -754,7 +800,12 @@ function readState(ruleset: NftRuleset, family: IpFamily): FamilyState {
     const type = Array.isArray(map.type) ? map.type.join(' . ') : String(map.type);
     state.sets.set(map.name, { type, interval: map.flags.includes('interval'), map: map.map, elements: new Set(map.entries) });
   }
-  return state;
+  return { state, changedInPlace };
+}
+
+/** A chain's rules as nft lists them, hashed: equal for the same rules read back again, whatever their handles. */
+function contentOf(rules: readonly NftRuleset['rules'][number][]): string {
+  return hash('sha1', JSON.stringify(rules.map((rule) => [rule.expr, rule.comment ?? ''])), 'base64');
 }
 
 const EMPTY_DIGEST = '';

@@ -2,7 +2,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecRunner } from '@kube-router/netfilter';
 import { EGRESS_MAP, INGRESS_MAP, peerPodsSetName } from './names.js';
-import { compileNetworkPolicies, podChainName } from '@kube-router/netpol';
+import { compileNetworkPolicies, podChainName, policyChainName } from '@kube-router/netpol';
 import type { NamespaceLike, NetworkPolicySpecLike, PodLike } from '@kube-router/netpol';
 import { createNetpolNftablesPlugin } from './plugin.js';
 import type { TestEnforcer } from './testing/enforcer.js';
@@ -160,6 +160,44 @@ describe.skipIf(missing !== undefined)(`netpol-nftables against the kernel${miss
         { from: 'web/client', to: 'web/server', port: 80, family: 6, open: true },
       ]),
     ).toEqual([]);
+    world.deletePolicy('web', 'server-from-client');
+    await enforce();
+  });
+
+  it('repairs a rule replaced in place on a periodic sync: its chain keeps its tag and its rule count', async () => {
+    world.policy('web', 'server-from-client', {
+      podSelector: { matchLabels: { app: 'server' } },
+      ingress: [{ from: [{ podSelector: { matchLabels: { app: 'client' } } }] }],
+    });
+    await enforce();
+    // The periodic sync reads the tables back: what it sees is what the chains hold as written.
+    expect((await enforcer.controller.runObservedSync('periodic')).ok).toBe(true);
+    const table = ['ip', 'kube-router-filter-ipv4'] as const;
+    const chain = policyChainName('web/server-from-client', 'ingress', 'ipv4');
+    const chainRules = async () => {
+      const listing = JSON.parse(await world.inNode('nft', ['-a', '-j', 'list', 'chain', ...table, chain])) as {
+        nftables: { rule?: { handle: number; comment?: string } }[];
+      };
+      return listing.nftables.flatMap((item) => (item.rule ? [item.rule] : []));
+    };
+    const rules = await chainRules();
+    expect(rules).toHaveLength(1);
+    const [rule] = rules as [{ handle: number; comment?: string }];
+    // Someone else's edit: the rule now allows every source, under the same comment (and so the same tag).
+    await world.inNode('nft', ['replace', 'rule', ...table, chain, 'handle', String(rule.handle), 'meta', 'mark', 'set', 'meta', 'mark', '|', '0x10000', 'return', 'comment', `"${rule.comment}"`]);
+    expect(await mismatches(world.lab, [{ from: 'other/client', to: 'web/server', port: 80, open: true }])).toEqual([]);
+    expect((await enforcer.controller.runObservedSync('periodic')).ok).toBe(true);
+    expect(
+      await mismatches(world.lab, [
+        { from: 'other/client', to: 'web/server', port: 80, open: false },
+        { from: 'web/client', to: 'web/server', port: 80, open: true },
+      ]),
+    ).toEqual([]);
+    // Written again (a new handle), the chain reads back as it was first read: the next periodic sync leaves it.
+    const repaired = await chainRules();
+    expect(repaired.map((r) => r.handle)).not.toEqual([rule.handle]);
+    expect((await enforcer.controller.runObservedSync('periodic')).ok).toBe(true);
+    expect(await chainRules()).toEqual(repaired);
     world.deletePolicy('web', 'server-from-client');
     await enforce();
   });

@@ -91,5 +91,29 @@ describe.skipIf(missing !== undefined)(`switching netpol backends${missing ? ` (
         { from: 'other/client', to: 'web/server', port: 80, open: false },
       ]),
     ).toEqual([]);
+    await running.stop();
+  }, 60_000);
+  it('a switch to nftables that also turns IPv6 off leaves nothing of the iptables backend in either family', async () => {
+    world.deletePolicy('web', 'server-from-web');
+    world.policy('web', 'server-isolated', { podSelector: { matchLabels: { app: 'server' } }, ingress: [] });
+    const iptables = await world.start({ plugin: iptablesPlugin });
+    expect((await iptables.syncNow()).ok).toBe(true);
+    expect(await world.inNode('ip6tables-save', ['-t', 'filter'])).toContain('KUBE-ROUTER-FORWARD');
+    await iptables.stop();
+    const nftables = await world.start({ options: { enableIpv6: false } });
+    const outcome = await nftables.syncNow();
+    expect(outcome.ok, String(outcome.error)).toBe(true);
+    // Left in place, the IPv6 rules would go on isolating web/server by a policy about to go.
+    expect(await enforcers()).toEqual({ iptables: false, nftables: true });
+    expect(await world.inNode('nft', ['list', 'tables'])).not.toContain('kube-router-filter-ipv6');
+    world.deletePolicy('web', 'server-isolated');
+    expect((await nftables.syncNow()).ok).toBe(true);
+    expect(
+      await mismatches(world.lab, [
+        { from: 'other/client', to: 'web/server', port: 80, open: true },
+        { from: 'other/client', to: 'web/server', port: 80, family: 6, open: true },
+      ]),
+    ).toEqual([]);
+    await nftables.stop();
   }, 60_000);
 });
