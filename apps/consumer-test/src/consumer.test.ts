@@ -47,7 +47,11 @@ beforeAll(async () => {
     join(project, 'package.json'),
     JSON.stringify({ name: 'platform-agent', private: true, type: 'module', dependencies }, null, 2),
   );
-  await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], {
+  // Unlocked, the third-party packages' own dependencies resolve from their registry documents, which are revalidated
+  // (--prefer-online): a stale one in npm's cache (--prefer-offline) can predate the version a fresh one requires
+  // (openid-client 6.9.1 wanting oauth4webapi ^3.8.9, which a cached document did not list). Tarballs still come from
+  // the cache by their integrity.
+  await run('npm', ['install', '--prefer-online', '--no-audit', '--no-fund', '--loglevel=error'], {
     cwd: project,
     timeout: 180_000,
     maxBuffer: 16 * 1024 * 1024,
