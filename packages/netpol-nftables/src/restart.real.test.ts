@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mismatches } from '@kube-router/testkit/netpol-conformance';
+import { mismatches, probeThroughout } from '@kube-router/testkit/netpol-conformance';
 import { missingForRealTests, startWorld } from './testing/world.js';
 import type { World } from './testing/world.js';
 
@@ -72,19 +72,10 @@ describe.skipIf(missing !== undefined)(`agent restart (nftables)${missing ? ` (s
       `${await world.inNode('nft', ['-a', 'list', 'table', 'ip', 'kube-router-filter-ipv4'])}${await world.inNode('nft', ['-a', 'list', 'table', 'ip6', 'kube-router-filter-ipv6'])}`;
     const before = await ours();
 
-    let probing = true;
-    let forbiddenOpened = 0;
-    let rounds = 0;
-    const loop = (async () => {
-      while (probing) {
-        const results = await world.lab.probeMany([
-          { from: 'other/client', to: 'web/server', port: 80, family: 4, timeoutMs: 150 },
-          { from: 'other/client', to: 'web/server', port: 80, family: 6, timeoutMs: 150 },
-        ]);
-        forbiddenOpened += results.filter((result) => result.ok).length;
-        rounds++;
-      }
-    })();
+    const probes = probeThroughout(world.lab, [
+      { from: 'other/client', to: 'web/server', port: 80, family: 4, open: false },
+      { from: 'other/client', to: 'web/server', port: 80, family: 6, open: false },
+    ]);
 
     await new Promise((resolve) => setTimeout(resolve, 300));
     await first.stop();
@@ -93,8 +84,7 @@ describe.skipIf(missing !== undefined)(`agent restart (nftables)${missing ? ` (s
     const second = await world.start();
     expect((await second.syncNow()).ok).toBe(true);
     await new Promise((resolve) => setTimeout(resolve, 500));
-    probing = false;
-    await loop;
+    const { rounds, forbiddenOpened } = await probes.stop();
 
     expect(rounds).toBeGreaterThan(3);
     expect(forbiddenOpened).toBe(0);

@@ -105,19 +105,57 @@ export interface Expectation {
   open: boolean;
 }
 
+function probeOf(e: Expectation, timeoutMs?: number): ProbeRequest {
+  const request = { from: e.from, to: e.to, port: e.port, protocol: e.protocol ?? 'TCP', family: e.family ?? 4 } as const;
+  return timeoutMs === undefined ? request : { ...request, timeoutMs };
+}
+
 /** Probes every expectation at once and lists the ones that came out otherwise, so a failure shows the whole matrix. */
 export async function mismatches(lab: Lab, expectations: readonly Expectation[]): Promise<string[]> {
-  const requests: ProbeRequest[] = expectations.map((e) => ({
-    from: e.from,
-    to: e.to,
-    port: e.port,
-    protocol: e.protocol ?? 'TCP',
-    family: e.family ?? 4,
-  }));
-  const results = await lab.probeMany(requests);
+  const results = await lab.probeMany(expectations.map((e) => probeOf(e)));
   return expectations.flatMap((e, i) => {
     const ok = results[i]?.ok ?? false;
     if (ok === e.open) return [];
     return [`${e.from} -> ${e.to}:${e.port}/${e.protocol ?? 'TCP'} v${e.family ?? 4}: expected ${e.open ? 'open' : 'blocked'}, was ${ok ? 'open' : 'blocked'}`];
   });
+}
+
+/** What the probes of probeThroughout saw, once stopped. */
+export interface ProbedThroughout {
+  /** How many times every path was probed. */
+  rounds: number;
+  /** Probes of a path expected blocked that got through. */
+  forbiddenOpened: number;
+  /** Probes of a path expected open that did not. */
+  allowedBlocked: number;
+}
+
+/**
+ * Probes the expected paths over and over, all at once each time, until stop() (a restart or a switch of backend in
+ * between): a forbidden path that opened even once, or an allowed one that closed, is counted. A forbidden path
+ * gives up after 150 ms (a blocked probe waits out its timeout, and a short one probes often); an allowed one after a
+ * second, so that a slow answer is not called blocked.
+ */
+export function probeThroughout(lab: Lab, expectations: readonly Expectation[]): { stop(): Promise<ProbedThroughout> } {
+  const requests = expectations.map((e) => probeOf(e, e.open ? 1000 : 150));
+  const seen: ProbedThroughout = { rounds: 0, forbiddenOpened: 0, allowedBlocked: 0 };
+  let probing = true;
+  const loop = (async () => {
+    while (probing) {
+      const results = await lab.probeMany(requests);
+      expectations.forEach((e, i) => {
+        const ok = results[i]?.ok ?? false;
+        if (e.open && !ok) seen.allowedBlocked++;
+        if (!e.open && ok) seen.forbiddenOpened++;
+      });
+      seen.rounds++;
+    }
+  })();
+  return {
+    async stop() {
+      probing = false;
+      await loop;
+      return seen;
+    },
+  };
 }

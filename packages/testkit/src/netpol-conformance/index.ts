@@ -6,7 +6,7 @@ export { observeReachability, mismatchesOf } from './matrix.js';
 export { renderReachabilityReport, renderTable } from './report.js';
 export { ConformanceWorld } from './world.js';
 export { NAMESPACES, POD_NAMES, POD_KEYS, PORTS, PROTOCOLS, portName } from './model.js';
-export { backendTestRunId, mismatches, missingForBackendTests, startBackendWorld } from './backend-world.js';
+export { backendTestRunId, mismatches, missingForBackendTests, probeThroughout, startBackendWorld } from './backend-world.js';
 export { FIXTURE_NODE, fixtureNamespace, fixturePod, fixturePolicy, smallClusterInput } from './fixtures.js';
 export {
   BENCH_PROBE_LABEL,
@@ -31,7 +31,7 @@ export type { EnforcerEnv, NetpolEnforcer, StartEnforcer, SyncOutcome } from './
 export type { Connection, PodSet, PortFilter } from './reachability.js';
 export type { MatrixScope, Observation, Prober } from './matrix.js';
 export type { WorldOptions } from './world.js';
-export type { BackendWorld, BackendWorldOptions, Expectation } from './backend-world.js';
+export type { BackendWorld, BackendWorldOptions, Expectation, ProbedThroughout } from './backend-world.js';
 export type { FixtureNamespace, FixturePod, FixturePolicy } from './fixtures.js';
 export type { IpFamily, PodKey, ProbeProtocol } from './model.js';
 export type { NetworkPolicySpec, LabelSelectorSpec, PolicyPeerSpec, PolicyPortSpec } from './policy-spec.js';
