@@ -102,14 +102,18 @@ export function createNetpolController(
       renderNode: (family, failed) => renderNode(model, family, { ...options, podCidrs }, failed),
       nodeSets: options.defaultDeny ? families.map((family) => renderLocalPodsSet(model, family)) : [],
     };
-    // Before the apply, whose stale-set sweep destroys the disabled family's sets once nothing matches on them: nothing
-    // enforces that family any more, before or after.
+    // Before the apply, whose stale-set sweep then destroys the released family's sets, on which nothing matches any
+    // more: nothing enforces that family any more, before or after.
     if (!disabledFamiliesRemoved) {
       const removals = await Promise.allSettled(disabledFamilies.map(removeOwnFilterRules));
       removals.forEach((removal, index) => {
         const { family } = disabledFamilies[index] as Iptables;
-        if (removal.status === 'rejected') failures.add(`disabled-family/${family}`, removal.reason);
-        else if (removal.value > 0) ctx.logger.info({ family, removed: removal.value }, 'removed the netpol chains of a family that is not enabled');
+        if (removal.status === 'rejected') {
+          failures.add(`disabled-family/${family}`, removal.reason);
+          return;
+        }
+        applier.releaseFamily(family);
+        if (removal.value > 0) ctx.logger.info({ family, removed: removal.value }, 'removed the netpol chains of a family that is not enabled');
       });
       disabledFamiliesRemoved = removals.every((removal) => removal.status === 'fulfilled');
     }

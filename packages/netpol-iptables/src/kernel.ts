@@ -70,6 +70,8 @@ export class KernelApplier {
   readonly #jumps = new Map<IpFamily, Map<BuiltinChain, { position: number; spec: string }[]>>();
   readonly #sets = new Map<string, string>();
   readonly #setFamilies = new Map<string, IpFamily>();
+  /** Disabled families whose rules are gone (releaseFamily): their sets are ours to sweep. */
+  readonly #released = new Set<IpFamily>();
   #tempSetExists = false;
   #fresh = false;
 
@@ -88,6 +90,14 @@ export class KernelApplier {
 
   invalidate(): void {
     this.#fresh = false;
+  }
+
+  /**
+   * A family that is not enabled and whose rules of ours are gone: nothing matches on its sets any more, and the next
+   * stale-set sweep destroys them with the others.
+   */
+  releaseFamily(family: IpFamily): void {
+    if (!this.#options.families.includes(family)) this.#released.add(family);
   }
 
   /** Number of our chains and sets known to be in the kernel. */
@@ -381,7 +391,7 @@ export class KernelApplier {
         for (const set of policy.families[family]?.sets ?? []) wanted.add(set.spec.name);
       }
     }
-    // Sets of a disabled family belong to it and are not ours to judge.
+    // Sets of a disabled family belong to it and are not ours to judge, unless its rules are gone (releaseFamily).
     const stale = [...this.#sets.keys()].filter((name) => !wanted.has(name) && this.#familyOf(name) !== undefined);
     if (stale.length === 0) return 0;
     let destroyed = 0;
@@ -407,11 +417,14 @@ export class KernelApplier {
     return destroyed;
   }
 
-  /** All our sets are of an enabled family unless the kernel says otherwise; refresh records the family. */
+  /**
+   * All our sets are of an enabled family unless the kernel says otherwise; refresh records the family. Undefined for
+   * a disabled family's set that is not released.
+   */
   #familyOf(name: string): IpFamily | undefined {
     const family = this.#setFamilies.get(name);
     if (family === undefined) return this.#options.families[0];
-    return this.#options.families.includes(family) ? family : undefined;
+    return this.#options.families.includes(family) || this.#released.has(family) ? family : undefined;
   }
 
   #iptables(family: IpFamily): Iptables {

@@ -1,5 +1,7 @@
 import { sample } from '@kube-router/controller/contract';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ExecRunner } from '@kube-router/netfilter';
+import type { CommandRunner } from '@kube-router/netfilter';
 import { targetSetName } from './names.js';
 import { mismatches } from '@kube-router/testkit/netpol-conformance';
 import type { TestEnforcer } from './testing/enforcer.js';
@@ -289,14 +291,37 @@ describe.skipIf(missing !== undefined)('netpol enforcement in a lab node', () =>
     enforcer = await world.start();
     world.policy('web', 'server-isolated', { podSelector: { matchLabels: { app: 'server' } }, ingress: [] });
     await enforce();
+    const [targets4, targets6] = [targetSetName('web/server-isolated', 'ipv4'), targetSetName('web/server-isolated', 'ipv6')];
     expect(await world.inNode('ip6tables-save', ['-t', 'filter'])).toContain('KUBE-ROUTER-FORWARD');
+    expect(await world.inNode('ipset', ['list', '-n'])).toContain(targets6);
     await enforcer.stop();
     // Restarted with IPv6 off: the IPv6 chains would otherwise go on isolating web/server by a policy about to go, and
-    // hold the IPv6 sets, which no sync could then destroy.
-    enforcer = await world.start({ options: { enableIpv6: false } });
+    // hold the IPv6 sets, which no sync could then destroy. The first removal fails (its ip6tables-restore is refused
+    // once): the sync fails with it, IPv4 is enforced all the same, and the next sync removes them.
+    const exec = new ExecRunner();
+    let refuseIpv6Restore = true;
+    const runner: CommandRunner = {
+      run: (spec) => {
+        if (refuseIpv6Restore && /^ip6tables(-nft|-legacy)?-restore$/.test(spec.command)) {
+          refuseIpv6Restore = false;
+          return Promise.reject(new Error('ip6tables-restore refused by the test'));
+        }
+        return exec.run(spec);
+      },
+    };
+    // No loop of its own: the sync that meets the refusal is this test's.
+    enforcer = await world.start({ options: { enableIpv6: false }, runner, scheduler: false });
+    const failed = await enforce(false);
+    expect(failed.ok).toBe(false);
+    expect(String(failed.error)).toContain('disabled-family/ipv6');
+    expect(refuseIpv6Restore).toBe(false);
+    expect(await world.inNode('ip6tables-save', ['-t', 'filter'])).toContain('KUBE-ROUTER-FORWARD');
+    expect(await mismatches(world.lab, [{ from: 'web/client', to: 'web/server', port: 80, open: false }])).toEqual([]);
     await enforce();
     expect(await world.inNode('ip6tables-save', ['-t', 'filter'])).not.toMatch(/KUBE-ROUTER|KUBE-POD-FW-|KUBE-NWPLCY-/);
-    expect(await world.inNode('ipset', ['list', '-n'])).not.toContain('inet6:');
+    const sets = await world.inNode('ipset', ['list', '-n']);
+    expect(sets).not.toContain(targets6);
+    expect(sets).toContain(targets4);
     expect(await world.inNode('iptables-save', ['-t', 'filter'])).toContain('KUBE-ROUTER-FORWARD');
     expect(
       await mismatches(world.lab, [
