@@ -468,7 +468,13 @@ export class KernelApplier {
   #wrote(family: IpFamily, chains: readonly ChainRender[], sets: readonly SetRender[], counters: Counters): void {
     const state = this.#family(family);
     state.tableExists = true;
-    for (const written of chains) state.chains.set(written.name, { digest: written.digest, ruleCount: written.rules.length });
+    // What a chain held when read back no longer stands for it once it is written: the next read-back records what
+    // was written (else a chain adopted as someone left it, then written again, would differ from it ever after).
+    const readBack = this.#readBack.get(family);
+    for (const written of chains) {
+      state.chains.set(written.name, { digest: written.digest, ruleCount: written.rules.length });
+      readBack?.delete(written.name);
+    }
     for (const set of sets) {
       state.sets.set(set.name, knownSetOf(set, family));
       this.#writtenSets.add(`${family}\0${set.name}`);
@@ -750,7 +756,8 @@ export function tableRef(family: IpFamily): string {
  * What the kernel holds of one family's table. A chain whose tag is the one it had at the last read-back (`before`)
  * but whose rules differ from what they were then was changed in place: it is known with no digest, so that the
  * apply writes it again. `readBack` receives what each tagged chain holds now; a chain changed in place keeps the
- * content it had, which the chain written again shows once more. A chain changed before any read-back of its tag
+ * content it had until it is written (a write that fails leaves it to be found changed again; one that succeeds
+ * forgets it, so that the next read-back records what was written). A chain changed before any read-back of its tag
  * (between the write and the next periodic sync, or while the agent was down) is taken as it is found: a restarted
  * agent adopts its tables by their tags and cannot tell.
  */

@@ -180,24 +180,47 @@ describe.skipIf(missing !== undefined)(`netpol-nftables against the kernel${miss
       };
       return listing.nftables.flatMap((item) => (item.rule ? [item.rule] : []));
     };
+    // Someone else's edit: the rule now allows every source, under the same comment (and so the same tag).
+    const allowEverySource = (rule: { handle: number; comment?: string }) =>
+      world.inNode('nft', ['replace', 'rule', ...table, chain, 'handle', String(rule.handle), 'meta', 'mark', 'set', 'meta', 'mark', '|', '0x10000', 'return', 'comment', `"${rule.comment}"`]);
+    const periodicRepairs = async () => {
+      expect((await enforcer.controller.runObservedSync('periodic')).ok).toBe(true);
+      expect(
+        await mismatches(world.lab, [
+          { from: 'other/client', to: 'web/server', port: 80, open: false },
+          { from: 'web/client', to: 'web/server', port: 80, open: true },
+        ]),
+      ).toEqual([]);
+    };
     const rules = await chainRules();
     expect(rules).toHaveLength(1);
     const [rule] = rules as [{ handle: number; comment?: string }];
-    // Someone else's edit: the rule now allows every source, under the same comment (and so the same tag).
-    await world.inNode('nft', ['replace', 'rule', ...table, chain, 'handle', String(rule.handle), 'meta', 'mark', 'set', 'meta', 'mark', '|', '0x10000', 'return', 'comment', `"${rule.comment}"`]);
+    await allowEverySource(rule);
     expect(await mismatches(world.lab, [{ from: 'other/client', to: 'web/server', port: 80, open: true }])).toEqual([]);
-    expect((await enforcer.controller.runObservedSync('periodic')).ok).toBe(true);
-    expect(
-      await mismatches(world.lab, [
-        { from: 'other/client', to: 'web/server', port: 80, open: false },
-        { from: 'web/client', to: 'web/server', port: 80, open: true },
-      ]),
-    ).toEqual([]);
+    await periodicRepairs();
     // Written again (a new handle), the chain reads back as it was first read: the next periodic sync leaves it.
     const repaired = await chainRules();
     expect(repaired.map((r) => r.handle)).not.toEqual([rule.handle]);
     expect((await enforcer.controller.runObservedSync('periodic')).ok).toBe(true);
     expect(await chainRules()).toEqual(repaired);
+
+    // Edited before any read-back of its new tag, the chain is adopted as found (a restarted agent could not tell
+    // either). A later edit is repaired, and the chain written then is left as written: the next read-back compares
+    // it with what was written, not with what was adopted.
+    world.policy('web', 'server-from-client', {
+      podSelector: { matchLabels: { app: 'server' } },
+      ingress: [{ from: [{ podSelector: { matchLabels: { app: 'client' } } }], ports: [{ port: 80 }] }],
+    });
+    await enforce();
+    const [retagged] = (await chainRules()) as [{ handle: number; comment?: string }];
+    await allowEverySource(retagged);
+    expect((await enforcer.controller.runObservedSync('periodic')).ok).toBe(true);
+    await world.inNode('nft', ['add', 'rule', ...table, chain, 'counter']);
+    await periodicRepairs();
+    const rewritten = await chainRules();
+    expect(rewritten.map((r) => r.handle)).not.toContain(retagged.handle);
+    expect((await enforcer.controller.runObservedSync('periodic')).ok).toBe(true);
+    expect(await chainRules()).toEqual(rewritten);
     world.deletePolicy('web', 'server-from-client');
     await enforce();
   });

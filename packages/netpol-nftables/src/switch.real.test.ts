@@ -2,7 +2,8 @@ import { createNetpolIptablesPlugin } from '@kube-router/netpol-iptables';
 import type { ControllerPlugin } from '@kube-router/controller';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestEnforcer } from './testing/enforcer.js';
-import { mismatches } from '@kube-router/testkit/netpol-conformance';
+import { mismatches, probeThroughout } from '@kube-router/testkit/netpol-conformance';
+import type { ProbedThroughout } from '@kube-router/testkit/netpol-conformance';
 import { missingForRealTests, startWorld } from './testing/world.js';
 import type { World } from './testing/world.js';
 
@@ -48,53 +49,45 @@ describe.skipIf(missing !== undefined)(`switching netpol backends${missing ? ` (
     expect((await running.syncNow()).ok).toBe(true);
     expect(await enforcers()).toEqual({ iptables: true, nftables: false });
 
-    let probing = true;
-    let forbiddenOpened = 0;
-    let allowedBlocked = 0;
-    let rounds = 0;
-    const loop = (async () => {
-      while (probing) {
-        const results = await world.lab.probeMany([
-          { from: 'other/client', to: 'web/server', port: 80, family: 4, timeoutMs: 150 },
-          { from: 'other/client', to: 'web/server', port: 80, family: 6, timeoutMs: 150 },
-          { from: 'web/client', to: 'web/server', port: 80, family: 4, timeoutMs: 1000 },
-          { from: 'web/client', to: 'web/server', port: 80, family: 6, timeoutMs: 1000 },
-        ]);
-        forbiddenOpened += results.slice(0, 2).filter((result) => result.ok).length;
-        allowedBlocked += results.slice(2).filter((result) => !result.ok).length;
-        rounds++;
-      }
-    })();
-
-    const switchTo = async (plugin?: ControllerPlugin<unknown>) => {
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      await running.stop();
-      running = await world.start(plugin ? { plugin } : {});
-      const outcome = await running.syncNow();
-      expect(outcome.ok, String(outcome.error)).toBe(true);
-    };
+    // Stopped and the policy gone whatever happens here, so that the next test starts with neither.
     try {
-      await switchTo();
-      expect(await enforcers()).toEqual({ iptables: false, nftables: true });
-      await switchTo(iptablesPlugin);
-      expect(await enforcers()).toEqual({ iptables: true, nftables: false });
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      const probes = probeThroughout(world.lab, [
+        { from: 'other/client', to: 'web/server', port: 80, family: 4, open: false },
+        { from: 'other/client', to: 'web/server', port: 80, family: 6, open: false },
+        { from: 'web/client', to: 'web/server', port: 80, family: 4, open: true },
+        { from: 'web/client', to: 'web/server', port: 80, family: 6, open: true },
+      ]);
+      const switchTo = async (plugin?: ControllerPlugin<unknown>) => {
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        await running.stop();
+        running = await world.start(plugin ? { plugin } : {});
+        const outcome = await running.syncNow();
+        expect(outcome.ok, String(outcome.error)).toBe(true);
+      };
+      let seen: ProbedThroughout;
+      try {
+        await switchTo();
+        expect(await enforcers()).toEqual({ iptables: false, nftables: true });
+        await switchTo(iptablesPlugin);
+        expect(await enforcers()).toEqual({ iptables: true, nftables: false });
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      } finally {
+        seen = await probes.stop();
+      }
+      expect(seen.rounds).toBeGreaterThan(5);
+      expect({ forbiddenOpened: seen.forbiddenOpened, allowedBlocked: seen.allowedBlocked }).toEqual({ forbiddenOpened: 0, allowedBlocked: 0 });
+      expect(
+        await mismatches(world.lab, [
+          { from: 'web/client', to: 'web/server', port: 80, open: true },
+          { from: 'other/client', to: 'web/server', port: 80, open: false },
+        ]),
+      ).toEqual([]);
     } finally {
-      probing = false;
-      await loop;
+      await running.stop();
+      world.deletePolicy('web', 'server-from-web');
     }
-    expect(rounds).toBeGreaterThan(5);
-    expect({ forbiddenOpened, allowedBlocked }).toEqual({ forbiddenOpened: 0, allowedBlocked: 0 });
-    expect(
-      await mismatches(world.lab, [
-        { from: 'web/client', to: 'web/server', port: 80, open: true },
-        { from: 'other/client', to: 'web/server', port: 80, open: false },
-      ]),
-    ).toEqual([]);
-    await running.stop();
   }, 60_000);
   it('a switch to nftables that also turns IPv6 off leaves nothing of the iptables backend in either family', async () => {
-    world.deletePolicy('web', 'server-from-web');
     world.policy('web', 'server-isolated', { podSelector: { matchLabels: { app: 'server' } }, ingress: [] });
     const iptables = await world.start({ plugin: iptablesPlugin });
     expect((await iptables.syncNow()).ok).toBe(true);
