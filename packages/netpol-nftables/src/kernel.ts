@@ -121,6 +121,10 @@ export class KernelApplier {
    * the chain's tag and its rule count: only its content, against what the same tag showed before, tells.
    */
   readonly #readBack = new Map<IpFamily, Map<string, ReadBackChain>>();
+  /** Per family, the chains the last read-back found changed in place: once written again, they are read at once. */
+  readonly #changedInPlace = new Map<IpFamily, Set<string>>();
+  /** Chains changed in place and written again since, to be read back at the end of the apply (#recordRepaired). */
+  #repaired: { family: IpFamily; name: string }[] = [];
   #fresh = false;
 
   constructor(options: KernelApplierOptions) {
@@ -164,6 +168,7 @@ export class KernelApplier {
       const { state, changedInPlace } = readState(ruleset, family, this.#readBack.get(family), readBack);
       this.#state.set(family, state);
       this.#readBack.set(family, readBack);
+      this.#changedInPlace.set(family, new Set(changedInPlace));
       if (changedInPlace.length > 0) {
         this.#options.logger.warn({ family, chains: changedInPlace }, 'rules of our chains were changed in place by someone else; writing them again');
       }
@@ -178,6 +183,7 @@ export class KernelApplier {
     const failed = new Map<string, unknown>();
     const counters = { transactions: 0, chainsWritten: 0, setsWritten: 0, deleted: 0 };
     this.#writtenSets = new Set();
+    this.#repaired = [];
     const slice = timeSlicer(progress);
     const { families } = this.#options;
 
@@ -307,6 +313,7 @@ export class KernelApplier {
     if (nodeFailure === undefined) await this.#deleteStale(desired, nodes, staleFailures, counters);
     if (failed.size > 0 || staleFailures.size > 0) this.#fresh = false;
     this.#refusedBefore = new Set(failed.keys());
+    await this.#recordRepaired();
     return { failedPolicies: failed, ...(nodeFailure === undefined ? {} : { nodeFailure }), staleFailures, ...counters };
   }
 
@@ -471,9 +478,11 @@ export class KernelApplier {
     // What a chain held when read back no longer stands for it once it is written: the next read-back records what
     // was written (else a chain adopted as someone left it, then written again, would differ from it ever after).
     const readBack = this.#readBack.get(family);
+    const changedInPlace = this.#changedInPlace.get(family);
     for (const written of chains) {
       state.chains.set(written.name, { digest: written.digest, ruleCount: written.rules.length });
       readBack?.delete(written.name);
+      if (changedInPlace?.delete(written.name)) this.#repaired.push({ family, name: written.name });
     }
     for (const set of sets) {
       state.sets.set(set.name, knownSetOf(set, family));
@@ -571,6 +580,27 @@ export class KernelApplier {
     const { durationMs } = await this.#nft(family).apply(`${lines.join('\n')}\n`);
     // nft's own time: a transaction queued behind another of its table does not count the wait.
     this.#options.timings?.transaction?.(durationMs / 1000);
+  }
+
+  /**
+   * Reads back each chain that was changed in place and has just been written again, and records what it holds now:
+   * an edit that someone makes again before the next periodic sync is then found by it, not adopted as a new tag's
+   * would be. Rare (someone edits our chains), so one listing per chain. A chain that cannot be read is recorded at
+   * the next read-back instead.
+   */
+  async #recordRepaired(): Promise<void> {
+    const repaired = this.#repaired;
+    this.#repaired = [];
+    for (const { family, name } of repaired) {
+      const { family: nftFamily, name: table } = TABLES[family];
+      try {
+        const { rules } = await this.#nft(family).list(['chain', nftFamily, table, name]);
+        const digest = revisionOf(rules[0]?.comment);
+        if (digest !== undefined) this.#readBack.get(family)?.set(name, { digest, content: contentOf(rules) });
+      } catch (error) {
+        this.#options.logger.debug({ err: error, family, chain: name }, 'could not read back a repaired chain');
+      }
+    }
   }
 
   async #list(family: IpFamily): Promise<NftRuleset> {

@@ -198,9 +198,15 @@ describe.skipIf(missing !== undefined)(`netpol-nftables against the kernel${miss
     await allowEverySource(rule);
     expect(await mismatches(world.lab, [{ from: 'other/client', to: 'web/server', port: 80, open: true }])).toEqual([]);
     await periodicRepairs();
-    // Written again (a new handle), the chain reads back as it was first read: the next periodic sync leaves it.
+    // The same edit again before any other periodic sync: the chain written again was read back at once, so the next
+    // periodic sync finds this edit too instead of adopting it.
+    const [written] = (await chainRules()) as [{ handle: number; comment?: string }];
+    expect(written.handle).not.toBe(rule.handle);
+    await allowEverySource(written);
+    await periodicRepairs();
+    // Written again (a new handle), the chain is left by the next periodic sync.
     const repaired = await chainRules();
-    expect(repaired.map((r) => r.handle)).not.toEqual([rule.handle]);
+    expect(repaired.map((r) => r.handle)).not.toEqual([written.handle]);
     expect((await enforcer.controller.runObservedSync('periodic')).ok).toBe(true);
     expect(await chainRules()).toEqual(repaired);
 

@@ -45,12 +45,12 @@ describe.skipIf(missing !== undefined)(`switching netpol backends${missing ? ` (
       podSelector: { matchLabels: { app: 'server' } },
       ingress: [{ from: [{ podSelector: {} }] }],
     });
-    let running: TestEnforcer = await world.start({ plugin: iptablesPlugin });
-    expect((await running.syncNow()).ok).toBe(true);
-    expect(await enforcers()).toEqual({ iptables: true, nftables: false });
-
+    let running: TestEnforcer | undefined;
     // Stopped and the policy gone whatever happens here, so that the next test starts with neither.
     try {
+      running = await world.start({ plugin: iptablesPlugin });
+      expect((await running.syncNow()).ok).toBe(true);
+      expect(await enforcers()).toEqual({ iptables: true, nftables: false });
       const probes = probeThroughout(world.lab, [
         { from: 'other/client', to: 'web/server', port: 80, family: 4, open: false },
         { from: 'other/client', to: 'web/server', port: 80, family: 6, open: false },
@@ -59,7 +59,7 @@ describe.skipIf(missing !== undefined)(`switching netpol backends${missing ? ` (
       ]);
       const switchTo = async (plugin?: ControllerPlugin<unknown>) => {
         await new Promise((resolve) => setTimeout(resolve, 300));
-        await running.stop();
+        await running?.stop();
         running = await world.start(plugin ? { plugin } : {});
         const outcome = await running.syncNow();
         expect(outcome.ok, String(outcome.error)).toBe(true);
@@ -83,7 +83,7 @@ describe.skipIf(missing !== undefined)(`switching netpol backends${missing ? ` (
         ]),
       ).toEqual([]);
     } finally {
-      await running.stop();
+      await running?.stop();
       world.deletePolicy('web', 'server-from-web');
     }
   }, 60_000);
