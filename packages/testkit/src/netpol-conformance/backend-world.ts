@@ -151,6 +151,9 @@ export function probeThroughout(lab: Lab, expectations: readonly Expectation[]):
       seen.rounds++;
     }
   })();
+  // Should a probe fail (the lab gone after the test failed before stop()), that is stop()'s to throw, not an unhandled
+  // rejection on top of the test's own failure.
+  loop.catch(() => undefined);
   return {
     async stop() {
       probing = false;
