@@ -1,5 +1,7 @@
 import { CommandError } from './command.js';
 import type { CommandResult, CommandRunner } from './command.js';
+import { hasTool } from './executables.js';
+import { kernelHasFamily } from './family.js';
 import type { IpFamily } from './family.js';
 import { blameRestoreFailure } from './iptables-restore.js';
 import { parseIptablesSave, selectOwnChains } from './iptables-save.js';
@@ -49,6 +51,14 @@ export class Iptables {
     this.#waitSeconds = options.waitSeconds ?? 5;
     this.#timeoutMs = options.timeoutMs ?? Math.max(60_000, this.#waitSeconds * 1000 + 30_000);
     this.#lock = options.lock ?? toolLocks.xtables;
+  }
+
+  /**
+   * Whether this family's tables can be read and rewritten here: the kernel has the family and this backend's save
+   * and restore binaries are installed. Without them there is nothing of the family to find or remove.
+   */
+  canSaveAndRestore(): boolean {
+    return kernelHasFamily(this.family) && hasTool(this.binary('save')) && hasTool(this.binary('restore'));
   }
 
   /** The binary of `tool`: iptables, iptables-restore, ip6tables-nft-save, ... */

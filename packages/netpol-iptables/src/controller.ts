@@ -1,6 +1,6 @@
 import { createSyncController, SyncFailures } from '@kube-router/controller';
 import type { Controller, PluginContext } from '@kube-router/controller';
-import { FailFastSession, hasTool, Ipset, Iptables, kernelHasFamily, Mutex } from '@kube-router/netfilter';
+import { FailFastSession, Ipset, Iptables, Mutex } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
 import {
   NETPOL_CONTROLLER,
@@ -71,9 +71,9 @@ export function createNetpolController(
    * tools, holds none of it.
    */
   const disabledFamilies = (['ipv4', 'ipv6'] as const)
-    .filter((family) => !families.includes(family) && kernelHasFamily(family))
+    .filter((family) => !families.includes(family))
     .map((family) => new Iptables({ runner: deps.runner, family, backend: options.iptablesBackend, netns: options.netns, timeoutMs: options.commandTimeoutMs }))
-    .filter((disabled) => hasTool(disabled.binary('save')) && hasTool(disabled.binary('restore')));
+    .filter((disabled) => disabled.canSaveAndRestore());
   let disabledFamiliesRemoved = disabledFamilies.length === 0;
 
   const sync = async (progress: () => void, signal: AbortSignal, reason: string): Promise<void> => {

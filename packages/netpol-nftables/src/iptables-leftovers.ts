@@ -1,5 +1,5 @@
 import type { IpFamily } from '@kube-router/netpol';
-import { hasTool, Ipset, IpsetScript, Iptables, kernelHasFamily, renderIptablesRestore } from '@kube-router/netfilter';
+import { Ipset, IpsetScript, Iptables, renderIptablesRestore } from '@kube-router/netfilter';
 import type { CommandRunner, IptablesBackend } from '@kube-router/netfilter';
 
 /*
@@ -46,7 +46,7 @@ export async function findIptablesLeftovers(options: IptablesLeftoversOptions): 
   };
   const findRules = async (family: IpFamily) => {
     const iptables = new Iptables({ runner: options.runner, family, backend: options.backend, ...netns, timeoutMs: options.timeoutMs });
-    if (!kernelHasFamily(family) || !hasTool(iptables.binary('save')) || !hasTool(iptables.binary('restore'))) return;
+    if (!iptables.canSaveAndRestore()) return;
     const table = await iptables.saveParsed('filter');
     const jumps = table.chains
       .filter((chain) => chain.builtin)
