@@ -360,13 +360,20 @@ function parseRule(
     anyPeer,
     selectorPeers,
     blocks,
-    ipBlocks: blocksByFamily(blocks),
-    blockRanges: new AddressRanges(blocks),
+    ipBlocks: blocks.length === 0 ? NO_IP_BLOCKS : blocksByFamily(blocks),
+    blockRanges: blocks.length === 0 ? NO_BLOCK_RANGES : new AddressRanges(blocks),
     allPorts,
     ports,
     namedPorts,
   };
 }
+
+/**
+ * What a rule without ipBlocks (most rules) holds for them, shared: every parse of every policy version would
+ * otherwise build its own empty lists and ranges, and keep them as long as the policy.
+ */
+const NO_IP_BLOCKS: PerFamily<readonly IpBlock[]> = Object.freeze({ ipv4: Object.freeze([]), ipv6: Object.freeze([]) });
+const NO_BLOCK_RANGES = new AddressRanges([]);
 
 function blocksByFamily(blocks: readonly BlockPeer[]): PerFamily<readonly IpBlock[]> {
   const byFamily = { ipv4: new Map<string, IpBlock>(), ipv6: new Map<string, IpBlock>() };

@@ -30,9 +30,11 @@ export function compileLabelSelector(selector: unknown, path: string): CompiledS
   if (!isPlainObject(matchLabels)) {
     throw new PolicyInputError(`${path}.matchLabels`, `expected a map of labels, got ${describeValue(matchLabels)}`);
   }
-  const labelEntries = Object.entries(matchLabels);
-  if (labelEntries.length > 1) labelEntries.sort(([a], [b]) => compareText(a, b));
-  for (const [key, value] of labelEntries) {
+  // Keys, not entries: every policy compiles a selector or two, and their pairs would be garbage at once.
+  const labelKeys = Object.keys(matchLabels);
+  if (labelKeys.length > 1) labelKeys.sort(compareText);
+  for (const key of labelKeys) {
+    const value = matchLabels[key];
     if (value === undefined) continue;
     if (key === '') throw new PolicyInputError(`${path}.matchLabels`, 'label key must not be empty');
     if (typeof value !== 'string') {
@@ -49,14 +51,16 @@ export function compileLabelSelector(selector: unknown, path: string): CompiledS
   if (!Array.isArray(expressions)) {
     throw new PolicyInputError(`${path}.matchExpressions`, `expected a list, got ${describeValue(expressions)}`);
   }
-  const expressionKeys: string[] = [];
-  expressions.forEach((expression: unknown, index) => {
-    const at = `${path}.matchExpressions[${index}]`;
-    const { requirement, key } = compileRequirement(expression, at);
-    requirements.push(requirement);
-    expressionKeys.push(key);
-  });
-  keyParts.push(...expressionKeys.sort());
+  if (expressions.length > 0) {
+    const expressionKeys: string[] = [];
+    expressions.forEach((expression: unknown, index) => {
+      const at = `${path}.matchExpressions[${index}]`;
+      const { requirement, key } = compileRequirement(expression, at);
+      requirements.push(requirement);
+      expressionKeys.push(key);
+    });
+    keyParts.push(...expressionKeys.sort());
+  }
 
   return {
     key: `{${keyParts.join(',')}}`,
