@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Lab, ProbeRequest, ProbeResult } from '../lab/index.js';
-import { probeThroughout } from './backend-world.js';
+import { periodicSyncMismatches, probeThroughout } from './backend-world.js';
 
 // A stand-in lab whose answers the test sets, beside the real restart and switch tests that probe a lab node.
 function scriptedLab(answer: (round: number) => boolean[]): Lab & { requests: ProbeRequest[][] } {
@@ -36,5 +36,24 @@ describe('probeThroughout', () => {
     const rounds = lab.requests.length;
     await new Promise((resolve) => setTimeout(resolve, 10));
     expect(lab.requests.length).toBe(rounds);
+  });
+});
+
+describe('periodicSyncMismatches', () => {
+  it('runs a periodic sync, then probes: a failed sync and each mismatch are in the list', async () => {
+    const reasons: string[] = [];
+    const controller = (ok: boolean) => ({
+      async runObservedSync(reason: string) {
+        reasons.push(reason);
+        return ok ? { ok } : { ok, error: new Error('nft refused') };
+      },
+    });
+    const expectations = [{ from: 'a/x', to: 'b/y', port: 80, open: false }];
+    expect(await periodicSyncMismatches(controller(true), scriptedLab(() => [false]), expectations)).toEqual([]);
+    expect(await periodicSyncMismatches(controller(false), scriptedLab(() => [true]), expectations)).toEqual([
+      'the periodic sync failed: nft refused',
+      'a/x -> b/y:80/TCP v4: expected blocked, was open',
+    ]);
+    expect(reasons).toEqual(['periodic', 'periodic']);
   });
 });

@@ -120,6 +120,20 @@ export async function mismatches(lab: Lab, expectations: readonly Expectation[])
   });
 }
 
+/**
+ * A periodic sync (the one that reads the kernel back and repairs drift), then the probes: what went wrong, the
+ * sync's failure and each mismatch, in one list that is empty when the sync succeeded and traffic is as expected.
+ */
+export async function periodicSyncMismatches(
+  controller: { runObservedSync(reason: string): Promise<{ ok: boolean; error?: unknown }> },
+  lab: Lab,
+  expectations: readonly Expectation[],
+): Promise<string[]> {
+  const outcome = await controller.runObservedSync('periodic');
+  const failure = outcome.ok ? [] : [`the periodic sync failed: ${outcome.error instanceof Error ? outcome.error.message : String(outcome.error)}`];
+  return [...failure, ...(await mismatches(lab, expectations))];
+}
+
 /** What the probes of probeThroughout saw, once stopped. */
 export interface ProbedThroughout {
   /** How many times every path was probed. */

@@ -6,7 +6,7 @@ export { observeReachability, mismatchesOf } from './matrix.js';
 export { renderReachabilityReport, renderTable } from './report.js';
 export { ConformanceWorld } from './world.js';
 export { NAMESPACES, POD_NAMES, POD_KEYS, PORTS, PROTOCOLS, portName } from './model.js';
-export { backendTestRunId, mismatches, missingForBackendTests, probeThroughout, startBackendWorld } from './backend-world.js';
+export { backendTestRunId, mismatches, missingForBackendTests, periodicSyncMismatches, probeThroughout, startBackendWorld } from './backend-world.js';
 export { FIXTURE_NODE, fixtureNamespace, fixturePod, fixturePolicy, smallClusterInput } from './fixtures.js';
 export {
   BENCH_PROBE_LABEL,
