@@ -1,6 +1,7 @@
+import { hash } from 'node:crypto';
 import type { IpFamily } from '@kube-router/netpol';
 import { IpsetScript, renderIptablesRestore } from '@kube-router/netfilter';
-import type { Ipset, Iptables } from '@kube-router/netfilter';
+import type { Ipset, Iptables, SavedRule } from '@kube-router/netfilter';
 import type { Logger } from 'pino';
 import { BUILTIN_CHAINS, TEMP_SET, TOP_CHAINS, isOwnChain, isOwnSet, type BuiltinChain } from './names.js';
 import { renderSharedChains } from './render-node.js';
@@ -46,6 +47,11 @@ interface AppliedChain {
   /** `?` when the chain was found in the kernel and its content is not known to be ours as rendered now. */
   readonly digest: string;
   readonly ruleCount: number;
+  /**
+   * A hash of its rules as iptables-save printed them at the last read-back; undefined once we wrote the chain, until
+   * the next read-back records what the kernel holds (iptables-save spells rules its own way, not as we render them).
+   */
+  readonly content?: string;
 }
 
 export interface KernelApplierOptions {
@@ -74,6 +80,10 @@ export class KernelApplier {
   readonly #released = new Set<IpFamily>();
   #tempSetExists = false;
   #fresh = false;
+  /** Per family, the chains the last read-back found changed in place: once written again, they are read at once. */
+  readonly #changedInPlace = new Map<IpFamily, Set<string>>();
+  /** Chains changed in place and written again since, to be read back at the end of the apply (#recordRepaired). */
+  #repaired = new Map<IpFamily, Set<string>>();
 
   constructor(options: KernelApplierOptions) {
     this.#options = options;
@@ -116,17 +126,25 @@ export class KernelApplier {
       this.#options.timings?.save?.(family, (performance.now() - started) / 1000);
       const known = this.#chains.get(family) as Map<string, AppliedChain>;
       const next = new Map<string, AppliedChain>();
+      const changedInPlace = new Set<string>();
       for (const saved of table.chains) {
         if (saved.builtin || !isOwnChain(saved.name)) continue;
         const previous = known.get(saved.name);
-        // A rule count that differs from what we wrote means someone changed the chain: write it again.
-        next.set(
-          saved.name,
-          previous && previous.ruleCount === saved.rules.length
-            ? previous
-            : { digest: '?', ruleCount: saved.rules.length },
-        );
+        const ruleCount = saved.rules.length;
+        const content = contentOf(saved.rules);
+        // A rule count that differs from what we wrote means someone changed the chain: write it again. So does a rule
+        // replaced in place (`iptables -R`), which keeps the count: the rules differ from what the last read-back saw.
+        if (previous && previous.ruleCount === ruleCount && (previous.content === undefined || previous.content === content)) {
+          next.set(saved.name, { digest: previous.digest, ruleCount, content });
+        } else {
+          if (previous?.content !== undefined && previous.ruleCount === ruleCount) changedInPlace.add(saved.name);
+          next.set(saved.name, { digest: '?', ruleCount, content });
+        }
       }
+      if (changedInPlace.size > 0) {
+        this.#options.logger.warn({ family, chains: [...changedInPlace] }, 'rules of our chains were changed in place by someone else');
+      }
+      this.#changedInPlace.set(family, changedInPlace);
       this.#chains.set(family, next);
       const jumps = new Map<BuiltinChain, { position: number; spec: string }[]>();
       for (const builtin of BUILTIN_CHAINS) {
@@ -229,6 +247,7 @@ export class KernelApplier {
     const setFailures = new Map<string, unknown>();
     const setsDestroyed = nodeFailures.size === 0 ? await this.#destroyStaleSets(desired, setFailures) : 0;
     if (failed.size > 0 || setFailures.size > 0 || chainFailures.size > 0) this.#fresh = false;
+    await this.#recordRepaired();
     return {
       failedPolicies: failed,
       nodeFailures,
@@ -381,7 +400,38 @@ export class KernelApplier {
     await this.#iptables(family).restore(input);
     this.#options.timings?.restore?.(family, (performance.now() - started) / 1000);
     const applied = this.#chains.get(family) as Map<string, AppliedChain>;
-    for (const chain of chains) applied.set(chain.name, { digest: chain.digest, ruleCount: chain.rules.length });
+    const changedInPlace = this.#changedInPlace.get(family);
+    for (const chain of chains) {
+      applied.set(chain.name, { digest: chain.digest, ruleCount: chain.rules.length });
+      if (changedInPlace?.delete(chain.name)) {
+        let repaired = this.#repaired.get(family);
+        if (!repaired) this.#repaired.set(family, (repaired = new Set()));
+        repaired.add(chain.name);
+      }
+    }
+  }
+
+  /**
+   * Reads back the chains that were changed in place and have just been written again, and records what they hold
+   * now: the same edit made again before the next periodic sync is then found by it, not adopted as the first
+   * read-back after a write would. Rare (someone edits our chains), so a save of the family's filter table then. A
+   * chain that cannot be read is recorded at the next read-back instead.
+   */
+  async #recordRepaired(): Promise<void> {
+    const repaired = this.#repaired;
+    this.#repaired = new Map();
+    for (const [family, names] of repaired) {
+      try {
+        const table = await this.#iptables(family).saveParsed('filter');
+        const applied = this.#chains.get(family) as Map<string, AppliedChain>;
+        for (const saved of table.chains) {
+          const written = names.has(saved.name) ? applied.get(saved.name) : undefined;
+          if (written && written.ruleCount === saved.rules.length) applied.set(saved.name, { ...written, content: contentOf(saved.rules) });
+        }
+      } catch (error) {
+        this.#options.logger.debug({ err: error, family }, 'could not read back the repaired chains');
+      }
+    }
   }
 
   async #destroyStaleSets(desired: DesiredState, failures: Map<string, unknown>): Promise<number> {
@@ -443,4 +493,9 @@ function groupBy<T>(items: readonly T[], keyOf: (item: T) => string): Map<string
     group.push(item);
   }
   return groups;
+}
+
+/** A chain's rules as iptables-save prints them, hashed: equal for the same rules saved again. */
+function contentOf(rules: readonly SavedRule[]): string {
+  return hash('sha1', rules.map((rule) => rule.spec).join('\n'), 'base64');
 }

@@ -2,8 +2,9 @@ import { sample } from '@kube-router/controller/contract';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecRunner } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
+import { policyChainName } from '@kube-router/netpol';
 import { targetSetName } from './names.js';
-import { mismatches } from '@kube-router/testkit/netpol-conformance';
+import { mismatches, periodicSyncMismatches } from '@kube-router/testkit/netpol-conformance';
 import type { TestEnforcer } from './testing/enforcer.js';
 import { missingForRealTests, startWorld } from './testing/world.js';
 import type { World } from './testing/world.js';
@@ -265,6 +266,43 @@ describe.skipIf(missing !== undefined)('netpol enforcement in a lab node', () =>
         { from: 'web/client', to: 'web/server', port: 80, open: true },
       ]),
     ).toEqual([]);
+    world.deletePolicy('web', 'server-from-client');
+    await enforce();
+  });
+
+  it('repairs a rule replaced in place on a periodic sync: its chain keeps its rule count', async () => {
+    world.policy('web', 'server-from-client', {
+      podSelector: { matchLabels: { app: 'server' } },
+      ingress: [{ from: [{ podSelector: { matchLabels: { app: 'client' } } }] }],
+    });
+    await enforce();
+    // The periodic sync reads the chains back: what it sees is what they hold as written.
+    expect((await enforcer.controller.runObservedSync('periodic')).ok).toBe(true);
+    const chain = policyChainName('web/server-from-client', 'ingress', 'ipv4');
+    const chainRules = async () =>
+      (await world.inNode('iptables-save', ['-t', 'filter'])).split('\n').filter((line) => line.startsWith(`-A ${chain} `));
+    // Someone else's edit: the policy's first rule now marks every source as allowed, and the chain keeps its count.
+    const allowEverySource = () =>
+      world.inNode('iptables', ['-R', chain, '1', '-j', 'MARK', '--set-xmark', '0x10000/0x10000']);
+    const periodicRepairs = async () =>
+      expect(
+        await periodicSyncMismatches(enforcer.controller, world.lab, [
+          { from: 'other/client', to: 'web/server', port: 80, open: false },
+          { from: 'web/client', to: 'web/server', port: 80, open: true },
+        ]),
+      ).toEqual([]);
+    const written = await chainRules();
+    expect(written.length).toBeGreaterThan(0);
+    await allowEverySource();
+    expect(await chainRules()).toHaveLength(written.length);
+    expect(await mismatches(world.lab, [{ from: 'other/client', to: 'web/server', port: 80, open: true }])).toEqual([]);
+    await periodicRepairs();
+    expect(await chainRules()).toEqual(written);
+    // The same edit again before any other periodic sync: the chain written again was read back at once, so the next
+    // periodic sync finds this edit too instead of adopting it.
+    await allowEverySource();
+    await periodicRepairs();
+    expect(await chainRules()).toEqual(written);
     world.deletePolicy('web', 'server-from-client');
     await enforce();
   });

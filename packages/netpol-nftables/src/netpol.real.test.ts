@@ -6,7 +6,7 @@ import { compileNetworkPolicies, podChainName, policyChainName } from '@kube-rou
 import type { NamespaceLike, NetworkPolicySpecLike, PodLike } from '@kube-router/netpol';
 import { createNetpolNftablesPlugin } from './plugin.js';
 import type { TestEnforcer } from './testing/enforcer.js';
-import { mismatches } from '@kube-router/testkit/netpol-conformance';
+import { mismatches, periodicSyncMismatches } from '@kube-router/testkit/netpol-conformance';
 import { missingForRealTests, startWorld } from './testing/world.js';
 import type { World } from './testing/world.js';
 
@@ -183,15 +183,13 @@ describe.skipIf(missing !== undefined)(`netpol-nftables against the kernel${miss
     // Someone else's edit: the rule now allows every source, under the same comment (and so the same tag).
     const allowEverySource = (rule: { handle: number; comment?: string }) =>
       world.inNode('nft', ['replace', 'rule', ...table, chain, 'handle', String(rule.handle), 'meta', 'mark', 'set', 'meta', 'mark', '|', '0x10000', 'return', 'comment', `"${rule.comment}"`]);
-    const periodicRepairs = async () => {
-      expect((await enforcer.controller.runObservedSync('periodic')).ok).toBe(true);
+    const periodicRepairs = async () =>
       expect(
-        await mismatches(world.lab, [
+        await periodicSyncMismatches(enforcer.controller, world.lab, [
           { from: 'other/client', to: 'web/server', port: 80, open: false },
           { from: 'web/client', to: 'web/server', port: 80, open: true },
         ]),
       ).toEqual([]);
-    };
     const rules = await chainRules();
     expect(rules).toHaveLength(1);
     const [rule] = rules as [{ handle: number; comment?: string }];
