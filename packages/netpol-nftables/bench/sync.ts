@@ -48,9 +48,11 @@ const TABLES = ['ip kube-router-filter-ipv4', 'ip6 kube-router-filter-ipv6'];
 /**
  * Full syncs, bare applies, replays and iptables full syncs, each this many times, interleaved (BENCH_ROUNDS), after a
  * first round that is reported on its own: the process's first sync runs code V8 has not optimized yet (as an agent's
- * first sync after a node boots does), and took 1.3 to 2.1 times the later rounds'.
+ * first sync after a node boots does), and took 1.3 to 2.1 times the later rounds'. Nine, not five: on a machine of
+ * two shared CPUs one round's full sync over its own bare apply ranged from 0.83 to 1.53, and a median of five moved
+ * by 0.1 from one run to the next.
  */
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 9);
 
 async function metricSum(enforcer: TestEnforcer, name: string): Promise<number> {
   const values = (await enforcer.metrics.registry.getSingleMetric(name)?.get())?.values ?? [];
@@ -380,9 +382,12 @@ async function main(): Promise<void> {
     outcome = await at1000Agent.controller.runObservedSync('bench');
     const steadyMs = performance.now() - steadyStarted;
     if (!outcome.ok) throw outcome.error;
+    const periodicDelay = monitorEventLoopDelay({ resolution: 5 });
+    periodicDelay.enable();
     const periodicStarted = performance.now();
     outcome = await at1000Agent.controller.runObservedSync('periodic');
     const periodicMs = performance.now() - periodicStarted;
+    periodicDelay.disable();
     if (!outcome.ok) throw outcome.error;
     await startScheduler(at1000Agent);
     await startScheduler(at500Agent);
@@ -428,7 +433,7 @@ async function main(): Promise<void> {
       `  iptables backend, full sync of the same cluster from an empty kernel: ${ms(iptablesMs)} [${list(iptables)}]; ratio nftables / iptables: ${(fullMs / iptablesMs).toFixed(2)}`,
       `  the process's first full sync (code not yet optimized, as after a node's boot): ${ms(firstSync.totalMs)} (compile ${ms(firstSync.computeMs)}), over its round's bare apply (${ms(firstBare)}): ${(firstSync.totalMs / firstBare).toFixed(2)}; the iptables backend's first: ${ms(firstIptables)}`,
       `  max event-loop delay during the full sync: ${ms(median(full.map((f) => f.maxLoopDelayMs)))}`,
-      `  steady-state sync, nothing changed: ${ms(steadyMs)}; periodic sync (reads both tables back): ${ms(periodicMs)}`,
+      `  steady-state sync, nothing changed: ${ms(steadyMs)}; periodic sync (reads both tables back): ${ms(periodicMs)}, max event-loop delay ${ms(periodicDelay.max / 1e6)}`,
       `  event -> the nft transaction adding the element committed, ${LABEL_ROUNDS} rounds each after one not counted (median / p99):`,
       `    a pod joins the probe policy's peers (every other policy unrelated): ${ms(median(at500.probe))} / ${ms(percentile(at500.probe, 99))} with 500 policies, ${ms(median(at1000.probe))} / ${ms(percentile(at1000.probe, 99))} with 1000 (median ratio ${(median(at1000.probe) / median(at500.probe)).toFixed(2)})`,
       `    the iptables bench's app label change (5 of 500, 10 of 1000 policies select the pod): ${ms(median(at500.app))} / ${ms(percentile(at500.app, 99))} with 500, ${ms(median(at1000.app))} / ${ms(percentile(at1000.app, 99))} with 1000 (median ratio ${(median(at1000.app) / median(at500.app)).toFixed(2)})`,
