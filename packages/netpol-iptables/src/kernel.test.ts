@@ -52,6 +52,37 @@ const restores = (runner: RecordingRunner) => runner.invocations.filter((i) => i
 const ipsetRestores = (runner: RecordingRunner) =>
   runner.invocations.filter((i) => i.command === 'ipset' && i.args[0] === 'restore');
 
+/**
+ * A filter table for the fake runner: what `iptables-restore --noflush` writes (a declared chain is emptied, rules
+ * appended, inserted, deleted, chains deleted) is what `iptables-save` prints, so that read-backs see the writes.
+ */
+function fakeFilterTable(runner: RecordingRunner): Map<string, string[]> {
+  const builtins = ['INPUT', 'FORWARD', 'OUTPUT'];
+  const chains = new Map<string, string[]>(builtins.map((name) => [name, []]));
+  runner.on('iptables-restore', (spec) => {
+    for (const line of (spec.input ?? '').split('\n')) {
+      const [op = '', name = '', ...rest] = line.split(' ');
+      const rules = chains.get(name);
+      if (op.startsWith(':')) chains.set(op.slice(1), []);
+      else if (op === '-A') rules?.push(rest.join(' '));
+      else if (op === '-I') rules?.splice(Number(rest[0]) - 1, 0, rest.slice(1).join(' '));
+      else if (op === '-D' && rules?.includes(rest.join(' '))) rules.splice(rules.indexOf(rest.join(' ')), 1);
+      else if (op === '-X') chains.delete(name);
+    }
+    return {};
+  });
+  runner.on('iptables-save', () => ({
+    stdout: [
+      '*filter',
+      ...[...chains.keys()].map((name) => `:${name} ${builtins.includes(name) ? 'ACCEPT' : '-'} [0:0]`),
+      ...[...chains].flatMap(([name, rules]) => rules.map((rule) => `-A ${name} ${rule}`)),
+      'COMMIT',
+      '',
+    ].join('\n'),
+  }));
+  return chains;
+}
+
 describe('KernelApplier', () => {
   it('writes only the chains and sets whose content changed', async () => {
     const runner = new RecordingRunner();
@@ -85,6 +116,52 @@ describe('KernelApplier', () => {
     expect(peers.setsDestroyed).toBe(0);
     expect(ipsetRestores(runner)).toHaveLength(1);
     expect(restores(runner)).toEqual([]);
+  });
+
+  it('rewrites a chain whose rule was replaced in place, and finds the edit again until a write succeeds', async () => {
+    const runner = new RecordingRunner();
+    const table = fakeFilterTable(runner);
+    const kernel = applier(runner);
+    const periodicSync = () => {
+      kernel.invalidate();
+      return kernel.apply(desiredFor([a]));
+    };
+    await kernel.apply(desiredFor([a]));
+    // Two read-backs in a row find the chains as written: nothing is written again.
+    expect((await periodicSync()).chainsWritten).toBe(0);
+    expect((await periodicSync()).chainsWritten).toBe(0);
+
+    const chain = policyChainName('web/a', 'ingress', 'ipv4');
+    const written = [...(table.get(chain) ?? [])];
+    expect(written.length).toBeGreaterThan(0);
+    // Someone else's `iptables -R`: the first rule accepts everything, and the chain keeps its rule count.
+    const edit = () => table.set(chain, ['-j ACCEPT', ...written.slice(1)]);
+    edit();
+    runner.invocations.length = 0;
+    expect((await periodicSync()).chainsWritten).toBe(1);
+    expect(table.get(chain)).toEqual(written);
+    // Read back at once: a save after the restore that wrote it.
+    const commands = runner.invocations.map((invocation) => invocation.command);
+    const wrote = runner.invocations.findIndex((invocation) => (invocation.input ?? '').includes(`:${chain} `));
+    expect(commands.lastIndexOf('iptables-save')).toBeGreaterThan(wrote);
+    // So the same edit before the next periodic sync is found too, not adopted.
+    edit();
+    expect((await periodicSync()).chainsWritten).toBe(1);
+    expect(table.get(chain)).toEqual(written);
+
+    // A write that fails leaves the chain to be found changed again: the next read-back rewrites it, and the edit
+    // after that is found as well.
+    edit();
+    const refusing = (spec: { command: string; input?: string }) => spec.command === 'iptables-restore' && (spec.input ?? '').includes(`:${chain} `);
+    runner.once(refusing, { exitCode: 1, stderr: 'iptables-restore: line 2 failed' });
+    runner.once(refusing, { exitCode: 1, stderr: 'iptables-restore: line 2 failed' });
+    expect((await periodicSync()).failedPolicies.has('web/a')).toBe(true);
+    expect(table.get(chain)?.[0]).toBe('-j ACCEPT');
+    await periodicSync();
+    expect(table.get(chain)).toEqual(written);
+    edit();
+    await periodicSync();
+    expect(table.get(chain)).toEqual(written);
   });
 
   it('deletes the chains and sets of a removed policy after the jumps to them are gone', async () => {

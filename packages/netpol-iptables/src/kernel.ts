@@ -136,8 +136,12 @@ export class KernelApplier {
         // replaced in place (`iptables -R`), which keeps the count: the rules differ from what the last read-back saw.
         if (previous && previous.ruleCount === ruleCount && (previous.content === undefined || previous.content === content)) {
           next.set(saved.name, { digest: previous.digest, ruleCount, content });
+        } else if (previous?.content !== undefined && previous.ruleCount === ruleCount) {
+          // Changed in place: it keeps the content it had until it is written, so that a write that fails leaves it
+          // to be found changed again (and read back at once once written), not taken as it was left.
+          changedInPlace.add(saved.name);
+          next.set(saved.name, { digest: '?', ruleCount, content: previous.content });
         } else {
-          if (previous?.content !== undefined && previous.ruleCount === ruleCount) changedInPlace.add(saved.name);
           next.set(saved.name, { digest: '?', ruleCount, content });
         }
       }
