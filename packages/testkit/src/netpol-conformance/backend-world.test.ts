@@ -45,7 +45,7 @@ describe('periodicSyncMismatches', () => {
     const controller = (ok: boolean) => ({
       async runObservedSync(reason: string) {
         reasons.push(reason);
-        return ok ? { ok } : { ok, error: new Error('nft refused') };
+        return ok ? { ok: true as const, durationMs: 1 } : { ok: false as const, error: new Error('nft refused'), durationMs: 1 };
       },
     });
     const expectations = [{ from: 'a/x', to: 'b/y', port: 80, open: false }];

@@ -1,6 +1,8 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
+import { messageOf } from '@kube-router/controller';
+import type { Controller } from '@kube-router/controller';
 import { hasTool } from '@kube-router/netfilter';
 import { startApiServer } from '../apiserver/server.js';
 import type { ApiServer } from '../apiserver/server.js';
@@ -125,12 +127,12 @@ export async function mismatches(lab: Lab, expectations: readonly Expectation[])
  * sync's failure and each mismatch, in one list that is empty when the sync succeeded and traffic is as expected.
  */
 export async function periodicSyncMismatches(
-  controller: { runObservedSync(reason: string): Promise<{ ok: boolean; error?: unknown }> },
+  controller: Pick<Controller, 'runObservedSync'>,
   lab: Lab,
   expectations: readonly Expectation[],
 ): Promise<string[]> {
   const outcome = await controller.runObservedSync('periodic');
-  const failure = outcome.ok ? [] : [`the periodic sync failed: ${outcome.error instanceof Error ? outcome.error.message : String(outcome.error)}`];
+  const failure = outcome.ok ? [] : [`the periodic sync failed: ${messageOf(outcome.error)}`];
   return [...failure, ...(await mismatches(lab, expectations))];
 }
 
