@@ -1,4 +1,5 @@
 import { Ipset, Iptables, Mutex, RecordingRunner } from '@kube-router/netfilter';
+import type { CommandSpec } from '@kube-router/netfilter';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { KernelApplier } from './kernel.js';
@@ -152,7 +153,7 @@ describe('KernelApplier', () => {
     // A write that fails leaves the chain to be found changed again: the next read-back rewrites it, and the edit
     // after that is found as well.
     edit();
-    const refusing = (spec: { command: string; input?: string }) => spec.command === 'iptables-restore' && (spec.input ?? '').includes(`:${chain} `);
+    const refusing = (spec: CommandSpec) => spec.command === 'iptables-restore' && (spec.input ?? '').includes(`:${chain} `);
     runner.once(refusing, { exitCode: 1, stderr: 'iptables-restore: line 2 failed' });
     runner.once(refusing, { exitCode: 1, stderr: 'iptables-restore: line 2 failed' });
     expect((await periodicSync()).failedPolicies.has('web/a')).toBe(true);
