@@ -24,6 +24,15 @@ describe('serviceAddressValidator (--strict-external-ip-validation)', () => {
     expect(validate('externalip', 'example.com')).toBe('it is not an IP address');
   });
 
+  it('refuses the spellings ipaddr.js reads as other addresses: octal parts, short forms, zones', () => {
+    // ipaddr.js reads 0300.0.02.012 as 192.0.2.10 and 3221226010 as 192.0.2.26, both inside the range.
+    for (const text of ['0300.0.02.012', '192.0.2.012', '3221226010', '192.0.522', '2001:db8:e::5%eth0']) {
+      expect(validate('externalip', text), text).toBe('it is not an IP address');
+    }
+    // ::192.0.2.10 is the IPv6 address ::c000:20a (as Go reads it), not 192.0.2.10.
+    expect(validate('externalip', '::192.0.2.10')).toBe('it is not within --service-external-ip-range');
+  });
+
   it('refuses every address of a kind that has no range (default deny)', () => {
     const noRanges = serviceAddressValidator({ externalIpRanges: [], loadBalancerIpRanges: [], clusterIpRanges: [] });
     expect(noRanges('externalip', '192.0.2.10')).toBe('no --service-external-ip-range is configured (strict validation denies every externalip)');

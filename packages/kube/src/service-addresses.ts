@@ -1,6 +1,7 @@
 import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
 import { inCidrs, parseCidrs } from './cidrs.js';
+import { isIp } from './ip-address.js';
 
 /** The ranges of kube-router's --strict-external-ip-validation: its --service-external-ip-range, --loadbalancer-ip-range and --service-cluster-ip-range. */
 export interface ServiceAddressRanges {
@@ -67,7 +68,7 @@ export function serviceAddressValidator(ranges: ServiceAddressRanges): (kind: Va
   };
   return (kind, address) => {
     const flag = kind === 'externalip' ? '--service-external-ip-range' : '--loadbalancer-ip-range';
-    if (!ipaddr.isValid(address)) return 'it is not an IP address';
+    if (!isIp(address)) return 'it is not an IP address';
     if (parsed[kind].length === 0) return `no ${flag} is configured (strict validation denies every ${kind})`;
     if (inCidrs(address, parsed.cluster)) return 'it lies in --service-cluster-ip-range';
     if (!inCidrs(address, parsed[kind])) return `it is not within ${flag}`;
