@@ -83,6 +83,12 @@ describe('--peer-router-* flags', () => {
     expect(routingBgpOptions(config([...argv, `--peer-router-passwords=${b64('a')},${b64('b')}`])).peerRouters?.map((p) => p.password)).toEqual(['a', 'b']);
   });
 
+  it('reads --peer-router-asns and -ports as pflag\'s uintSlice does: decimal, a leading zero is not octal', () => {
+    const options = routingBgpOptions(config(['--peer-router-ips=192.0.2.1', '--peer-router-asns=065000', '--peer-router-ports=0179']));
+    expect(options.peerRouters).toEqual([{ address: '192.0.2.1', asn: 65_000, port: 179 }]);
+    for (const asns of ['0x10', '1_000', '-1']) expect(refusal(['--peer-router-ips=192.0.2.1', `--peer-router-asns=${asns}`])).toContain('--peer-router-asns');
+  });
+
   it.each([
     [['--peer-router-ips=192.0.2.1,192.0.2.2', '--peer-router-asns=65001'], '--peer-router-asns: has 1 ASNs for 2 peer addresses'],
     [['--peer-router-ips=192.0.2.1', '--peer-router-asns=64000'], '--peer-router-asns (entry 1, for 192.0.2.1): ASN 64000 is reserved'],

@@ -165,8 +165,19 @@ export function uintListSyntax(): FlagSyntax<number[]> {
     type: 'uints',
     default: [],
     defaultText: '',
-    set: (text, previous) => [...(previous ?? []), ...splitList(text).map((item) => parseUnsigned(item, 64))],
+    set: (text, previous) => [...(previous ?? []), ...splitList(text).map(parseDecimalUnsigned)],
   };
+}
+
+/**
+ * pflag's uintSlice reads each item with strconv.ParseUint(item, 10, 0): decimal only, so `065000` is 65000 (not
+ * octal 27136, as a single uint flag would read it) and `0x10` or `1_000` is refused.
+ */
+function parseDecimalUnsigned(text: string): number {
+  if (!/^\d+$/.test(text)) throw new Error('expected an unsigned decimal integer');
+  const value = BigInt(text);
+  if (value > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error(`value out of range (at most ${Number.MAX_SAFE_INTEGER})`);
+  return Number(value);
 }
 
 /** pflag's ipSlice: addresses as Go's net.ParseIP reads them (IPv4 dotted quads, IPv6). */

@@ -141,6 +141,14 @@ describe.skipIf(skipReason)(`routing-bgp external peers, route reflection and gr
     expect(established(await r1.sessionState('10.77.0.51'))).toBe(true);
     expect((await injectedRoutes(n1.netns)).get('10.99.1.0/24')).toBe(r1.address);
 
+    // 900 nested brackets (2 KB) ended the process on the second sync that read them: refused before parsing now.
+    const failuresBeforeNesting = await failuresOf(a1);
+    server.patch('v1', 'Node', undefined, n1.name, { metadata: { annotations: { 'kube-router.io/peers': '['.repeat(900) + ']'.repeat(900) } } }, 'merge');
+    await waitFor('a Warning naming the nesting', () =>
+      warnings('InvalidExternalPeer', n1.name).some((e) => String((e as { message?: string }).message).includes('kube-router.io/peers nests collections deeper')), 15_000);
+    await waitFor('three failed syncs on node-1 read it', async () => (await failuresOf(a1)) > failuresBeforeNesting + 2, 30_000);
+    expect(established(await r1.sessionState('10.77.0.51'))).toBe(true);
+
     // A bad ASN and a bad address next to the good entry: the good one keeps working.
     server.patch('v1', 'Node', undefined, n1.name, {
       metadata: { annotations: { 'kube-router.io/peers': peersYaml('- {remoteip: 10.77.0.102, remoteasn: 64000}\n- {remoteip: 10.77.0.300, remoteasn: 65003}\n') } },

@@ -39,6 +39,14 @@ describe('decodeBase64', () => {
     expect(() => decodeBase64('YWJj ZA')).toThrow();
     expect(() => decodeBase64('YWJjZA')).toThrow();
   });
+
+  it('refuses bytes that are not UTF-8 instead of changing the password (gobgpd takes it as text)', () => {
+    expect(decodeBase64(b64('pässwörd'))).toBe('pässwörd');
+    const latin1 = Buffer.from([0x70, 0xe4, 0x73, 0x73]).toString('base64'); // "päss" in Latin-1
+    expect(() => decodeBase64(latin1)).toThrow('is not UTF-8 text once decoded');
+    const { problems } = peersFromLists({ ips: ['192.0.2.1'], asns: ['65001'], passwords: [latin1] });
+    expect(problems).toEqual([{ list: 'passwords', index: 0, message: 'the password is not UTF-8 text once decoded (gobgpd takes a password as text)' }]);
+  });
 });
 
 describe('peersFromLists (the --peer-router-* flags and the per-field annotations)', () => {
@@ -244,5 +252,14 @@ describe('one reading of numbers and addresses, as kube-router (Go) reads them',
     }
     expect(peersFromLists({ ips: ['192.0.2.1'], asns: ['65001'], ports: ['0x6c6'] }).peers[0]?.port).toBe(1734);
     expect(peersFromLists({ ips: ['10.1'], asns: ['65001'] }).problems[0]?.message).toContain('is not an IP address');
+  });
+
+  it('peer addresses as net.ParseIP reads them: no octal part, no zone, ::1.2.3.4 stays IPv6', () => {
+    for (const bad of ['010.0.0.1', 'fe80::1%eth0', '::01.2.3.4']) {
+      expect(peersFromLists({ ips: [bad], asns: ['65001'] }).problems[0]?.message, bad).toContain('is not an IP address');
+    }
+    expect(peersFromLists({ ips: ['::1.2.3.4'], asns: ['65001'], localIps: ['::ffff:192.0.2.1'] }).peers).toEqual([
+      { address: '::102:304', asn: 65_001, localAddress: '192.0.2.1' },
+    ]);
   });
 });

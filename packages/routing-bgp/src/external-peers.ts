@@ -1,9 +1,10 @@
 import type { V1Node } from '@kubernetes/client-node';
-import ipaddr from 'ipaddr.js';
+import { isIp } from '@kube-router/kube';
 import { parseDocument } from 'yaml';
+import { yamlBoundsProblem } from './bounded-yaml.js';
 import type { Afi } from './gobgp-api.js';
 import { AFI_OF, familyOf, type NodeAddresses } from './nodes.js';
-import { isIpAddress, parseGoUint, splitList } from './parse.js';
+import { canonicalAddress, parseGoUint, splitList } from './parse.js';
 
 /** kube-router's annotations of a Node's own external peers. */
 export const PEERS_ANNOTATION = 'kube-router.io/peers';
@@ -63,13 +64,23 @@ export function asnProblem(asn: number): string | undefined {
   return undefined;
 }
 
-/** Strict base64 (with padding), as Go's base64.StdEncoding that kube-router uses; Buffer.from alone accepts anything. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Strict base64 (with padding), as Go's base64.StdEncoding that kube-router uses; Buffer.from alone accepts anything.
+ * The bytes must be UTF-8: gobgpd's API carries the password as a protobuf string, and a lenient decode silently
+ * replaced each invalid byte with U+FFFD, so the session came up with another password than the operator's.
+ */
 export function decodeBase64(text: string): string {
   const trimmed = text.trim();
   if (!/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/.test(trimmed)) {
     throw new Error('is not base64');
   }
-  return Buffer.from(trimmed, 'base64').toString('utf8');
+  try {
+    return UTF8.decode(Buffer.from(trimmed, 'base64'));
+  } catch {
+    throw new Error('is not UTF-8 text once decoded (gobgpd takes a password as text)');
+  }
 }
 
 /** kube-router's index-aligned peer lists: --peer-router-ips/-asns/-ports/-passwords, or kube-router.io/peer.*. */
@@ -117,13 +128,13 @@ export function peersFromLists(lists: PeerLists): { peers: ExternalPeerSpec[]; p
     const entryProblems: PeerListProblem[] = [];
     const problem = (list: PeerListName, message: string) => entryProblems.push({ list, index: i, message });
     const address = lists.ips[i]!.trim();
-    if (!isIpAddress(address)) problem('ips', `${JSON.stringify(address)} is not an IP address`);
+    if (!isIp(address)) problem('ips', `${JSON.stringify(address)} is not an IP address`);
     const asnText = lists.asns[i]!.trim();
     // strconv.ParseUint(text, 0, 32), as kube-router's stringToUint32.
     const asn = parseGoUint(asnText, 32) ?? Number.NaN;
     const badAsn = Number.isNaN(asn) ? `${JSON.stringify(asnText)} is not an ASN` : asnProblem(asn);
     if (badAsn) problem('asns', badAsn);
-    const spec: ExternalPeerSpec = { address: isIpAddress(address) ? ipaddr.process(address).toString() : address, asn };
+    const spec: ExternalPeerSpec = { address: canonicalAddress(address), asn };
     const portText = lists.ports?.[i]?.trim() ?? '';
     if (portText !== '') {
       const port = parseGoUint(portText, 16) ?? Number.NaN;
@@ -134,14 +145,14 @@ export function peersFromLists(lists: PeerLists): { peers: ExternalPeerSpec[]; p
     if (passwordText.trim() !== '') {
       try {
         spec.password = decodeBase64(passwordText);
-      } catch {
-        problem('passwords', 'the password is not base64');
+      } catch (error) {
+        problem('passwords', `the password ${(error as Error).message}`);
       }
     }
     const localIp = lists.localIps?.[i]?.trim() ?? '';
     if (localIp !== '') {
-      if (!isIpAddress(localIp)) problem('localIps', `${JSON.stringify(localIp)} is not an IP address`);
-      else spec.localAddress = ipaddr.process(localIp).toString();
+      if (!isIp(localIp)) problem('localIps', `${JSON.stringify(localIp)} is not an IP address`);
+      else spec.localAddress = canonicalAddress(localIp);
     }
     if (entryProblems.length > 0) problems.push(...entryProblems);
     else peers.push(spec);
@@ -186,6 +197,12 @@ export function annotatedExternalPeers(node: V1Node): { peers: ExternalPeerSpec[
   };
 }
 
+/**
+ * A list of flat peer mappings is 2 levels deep and about 100 bytes a peer: these leave room for any real list (some
+ * 600 peers) and keep a hostile one from reaching the parser (bounded-yaml.ts says why).
+ */
+const PEERS_YAML_BOUNDS = { maxBytes: 64 * 1024, maxDepth: 8 };
+
 /** The kube-router.io/peers field behind each list. */
 const YAML_FIELDS: Record<PeerListName, string> = { ips: 'remoteip', asns: 'remoteasn', ports: 'port', passwords: 'password', localIps: 'localip' };
 
@@ -195,6 +212,8 @@ const YAML_FIELDS: Record<PeerListName, string> = { ips: 'remoteip', asns: 'remo
  * process warning) nor passed on; a problem names the YAML error's code and line only.
  */
 function peersFromYaml(text: string): { peers: ExternalPeerSpec[]; problems: Error[] } {
+  const tooCostly = yamlBoundsProblem(text, PEERS_YAML_BOUNDS);
+  if (tooCostly !== undefined) return { peers: [], problems: [new Error(`${PEERS_ANNOTATION} ${tooCostly}`)] };
   const parsed = parseDocument(text, { logLevel: 'silent', prettyErrors: false, uniqueKeys: true });
   const lineOf = (offset: number) => text.slice(0, offset).split('\n').length;
   const yamlProblems = [...parsed.errors, ...parsed.warnings].map(
@@ -290,13 +309,13 @@ export function planExternalPeers(input: ExternalPeerPlanInput): ExternalPeerPla
 export function bgpListenAddresses(node: V1Node, localAddresses: readonly string[]): string[] | undefined {
   const value = node.metadata?.annotations?.[BGP_LOCAL_ADDRESSES_ANNOTATION];
   if (value === undefined) return undefined;
-  const local = new Set(localAddresses.map((a) => ipaddr.process(a).toString()));
+  const local = new Set(localAddresses.map(canonicalAddress));
   const addresses = splitList(value);
   for (const address of addresses) {
-    if (!isIpAddress(address)) throw new Error(`${BGP_LOCAL_ADDRESSES_ANNOTATION}: ${JSON.stringify(address)} is not an IP address`);
-    if (!local.has(ipaddr.process(address).toString())) {
+    if (!isIp(address)) throw new Error(`${BGP_LOCAL_ADDRESSES_ANNOTATION}: ${JSON.stringify(address)} is not an IP address`);
+    if (!local.has(canonicalAddress(address))) {
       throw new Error(`${BGP_LOCAL_ADDRESSES_ANNOTATION}: ${address} is not an address of this node, gobgpd cannot listen on it`);
     }
   }
-  return addresses.map((a) => ipaddr.process(a).toString());
+  return addresses.map(canonicalAddress);
 }

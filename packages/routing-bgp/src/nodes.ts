@@ -1,7 +1,8 @@
 import type { V1Node } from '@kubernetes/client-node';
+import { isIp, parseIp } from '@kube-router/kube';
 import ipaddr from 'ipaddr.js';
 import type { Afi } from './gobgp-api.js';
-import { isIpAddress, parseGoUint } from './parse.js';
+import { canonicalAddress, parseGoUint } from './parse.js';
 
 /** kube-router's Node annotations. */
 export const NODE_ASN_ANNOTATION = 'kube-router.io/node.asn';
@@ -18,7 +19,9 @@ export interface NodeAddresses {
 }
 
 export function familyOf(address: string): Family {
-  return ipaddr.parse(address).kind() === 'ipv6' ? 'ipv6' : 'ipv4';
+  const parsed = parseIp(address);
+  if (parsed === undefined) throw new Error(`${JSON.stringify(address)} is not an IP address`);
+  return parsed.family;
 }
 
 /**
@@ -34,8 +37,8 @@ export function nodeAddresses(node: V1Node): NodeAddresses {
   if (ordered.length === 0) throw new Error(`node ${node.metadata?.name}: no InternalIP or ExternalIP address`);
   const byFamily: Partial<Record<Family, string>> = {};
   const parsed = ordered.map(({ address }) => {
-    if (!isIpAddress(address)) throw new Error(`node ${node.metadata?.name}: address ${JSON.stringify(address)} does not parse`);
-    const normalized = ipaddr.process(address).toString();
+    if (!isIp(address)) throw new Error(`node ${node.metadata?.name}: address ${JSON.stringify(address)} does not parse`);
+    const normalized = canonicalAddress(address);
     byFamily[familyOf(normalized)] ??= normalized;
     return normalized;
   });
@@ -115,7 +118,8 @@ export function planInternalPeers(input: PeerPlanInput): PeerPlan {
 
 /** Whether `address` lies in one of the on-link prefixes (`10.0.0.1/24`) of this node. */
 export function onLinkPrefixContains(prefixes: readonly string[], address: string): boolean {
-  const parsed = ipaddr.process(address);
+  const parsed = parseIp(address)?.address;
+  if (parsed === undefined) return false;
   return prefixes.some((prefix) => {
     const [network, length] = ipaddr.parseCIDR(prefix);
     return network.kind() === parsed.kind() && parsed.match(network, length);
@@ -125,7 +129,7 @@ export function onLinkPrefixContains(prefixes: readonly string[], address: strin
 /** kube-router's --router-id=generate: a stable 32-bit id from the node's address (for IPv6-only nodes). */
 export function generatedRouterId(address: string): string {
   let hash = 0x811c9dc5;
-  for (const byte of ipaddr.process(address).toByteArray()) {
+  for (const byte of parseIp(address)?.address.toByteArray() ?? []) {
     hash ^= byte;
     hash = Math.imul(hash, 0x01000193) >>> 0;
   }

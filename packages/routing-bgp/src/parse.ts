@@ -1,18 +1,16 @@
-import ipaddr from 'ipaddr.js';
+import { parseIp } from '@kube-router/kube';
 
 /**
  * The input readers every part of the routing controller shares, with the rules kube-router (Go) applies, so that an
  * annotation or option reads the same here as there.
  */
 
-/** An address as Go's net.ParseIP reads it: dotted-quad IPv4 or IPv6; ipaddr.js alone also takes `10.1` or `0x7f.1`. */
-export function isIpAddress(text: string): boolean {
-  return ipaddr.IPv4.isValidFourPartDecimal(text) || ipaddr.IPv6.isValid(text);
-}
-
-/** The canonical text of an address (`::ffff:10.0.0.1` is `10.0.0.1`, `fd00:0::1` is `fd00::1`); other text as it is. */
+/**
+ * The canonical text of an address as kube's parseIp reads it (`::ffff:10.0.0.1` is `10.0.0.1`, `fd00:0::1` is
+ * `fd00::1`, `::1.2.3.4` is `::102:304`); other text as it is, so that it matches no address.
+ */
 export function canonicalAddress(text: string): string {
-  return ipaddr.isValid(text) ? ipaddr.process(text).toString() : text;
+  return parseIp(text)?.text ?? text;
 }
 
 // Go's strconv.ParseUint with base 0: 0x hex, 0o or a leading 0 octal, 0b binary, else decimal; `_` only between digits.

@@ -1,10 +1,10 @@
 import { definePlugin, routeSyncServiceKey } from '@kube-router/controller';
 import { KubeServices, strictServiceAddressOptionFields, strictServiceAddressRanges } from '@kube-router/kube';
 import { ExecRunner } from '@kube-router/netfilter';
-import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
 import { createRoutingController, removePodEgress, ROUTING_BGP_CONTROLLER, type RoutingSettings } from './controller.js';
 import { asnProblem } from './external-peers.js';
+import { canonicalAddress } from './parse.js';
 import { DEFAULT_GOBGP_PROTO_DIR } from './gobgp-api.js';
 import { killOurGobgpd } from './gobgpd.js';
 
@@ -144,7 +144,7 @@ function settingsOf(options: ParsedOptions): RoutingSettings {
     ...(options.netns !== undefined && { netns: options.netns }),
     apiTimeoutMs: options.apiTimeoutMs,
     restartGraceMs: options.restartGraceMs ?? options.gracefulRestartTimeSeconds * 1_000,
-    peerRouters: options.peerRouters.map((peer) => ({ ...peer, address: ipaddr.process(peer.address).toString() })),
+    peerRouters: options.peerRouters.map((peer) => ({ ...peer, address: canonicalAddress(peer.address) })),
     peerMultihopTtl: options.peerMultihopTtl,
     ...(options.gracefulRestart && {
       gracefulRestart: {

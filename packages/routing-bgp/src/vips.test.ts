@@ -94,6 +94,12 @@ describe('planServiceVips', () => {
     expect(result.problems.map((p) => p.reason)).toEqual(['InvalidServiceAddress', 'InvalidServiceAddress']);
   });
 
+  it('announces an address as Go reads it: ::1.2.3.4 is IPv6 ::102:304 (ipaddr.js made it 1.2.3.4); octal and zones are refused', () => {
+    const result = plan([service('x', { externalIPs: ['::1.2.3.4', '010.0.0.1', 'fe80::1%eth0', '::ffff:192.0.2.9'] })], { ...NONE, advertiseExternalIp: true });
+    expect([...result.advertise].sort()).toEqual(['192.0.2.9/32', '::102:304/128']);
+    expect(result.problems.map((p) => p.message)).toEqual([expect.stringContaining('"010.0.0.1" is not an IP address'), expect.stringContaining('"fe80::1%eth0" is not an IP address')]);
+  });
+
   it('skips headless and ExternalName Services, and LoadBalancer IPs in Proxy mode or with skiplbips', () => {
     const headless = service('h', { clusterIP: 'None', clusterIPs: ['None'] });
     const external = service('e', { type: 'ExternalName', externalName: 'example.com' });

@@ -1,11 +1,10 @@
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { SyncFailures } from '@kube-router/controller';
-import { serviceAddressValidator } from '@kube-router/kube';
+import { isIp, parseIp, serviceAddressValidator } from '@kube-router/kube';
 import type { ServiceAddressRanges } from '@kube-router/kube';
-import ipaddr from 'ipaddr.js';
 import type { ApiPath } from './gobgp-api.js';
 import { AFI_OF, familyOf, type Family } from './nodes.js';
-import { canonicalAddress, isIpAddress } from './parse.js';
+import { canonicalAddress } from './parse.js';
 import { isLocalPath, isUnicast, pathNextHop, pathPrefix, podCidrPath } from './paths.js';
 
 /** kube-router's per-Service annotations: "true"/"false" override the --advertise-* flag of that kind of address. */
@@ -116,7 +115,7 @@ export function planServiceVips(input: VipPlanInput): VipPlan {
     };
     const add = (kind: AddressKind, addresses: readonly string[]) => {
       for (const address of addresses) {
-        if (!isIpAddress(address)) {
+        if (!isIp(address)) {
           problem('InvalidServiceAddress', `${kind} ${JSON.stringify(address)} is not an IP address`);
           continue;
         }
@@ -154,14 +153,15 @@ function sliceHasLocalEndpoint(slice: V1EndpointSlice, nodeName: string, nodeAdd
   return (slice.endpoints ?? []).some((endpoint) => {
     if (endpoint.conditions?.ready === false) return false;
     if (endpoint.nodeName) return endpoint.nodeName === nodeName;
-    return endpoint.addresses.some((address) => ipaddr.isValid(address) && nodeAddresses.has(canonicalAddress(address)));
+    return endpoint.addresses.some((address) => nodeAddresses.has(canonicalAddress(address)));
   });
 }
 
 /** `a.b.c.d/32` or `x::y/128`: the path kube-router announces for a Service address. */
 export function hostPrefix(address: string): string {
-  const parsed = ipaddr.process(address);
-  return `${parsed.toString()}/${parsed.kind() === 'ipv6' ? 128 : 32}`;
+  const parsed = parseIp(address);
+  if (parsed === undefined) throw new Error(`${JSON.stringify(address)} is not an IP address`);
+  return `${parsed.text}/${parsed.family === 'ipv6' ? 128 : 32}`;
 }
 
 function isHostPrefix(prefix: string): boolean {
