@@ -1,5 +1,6 @@
-import ipaddr from 'ipaddr.js';
 import type { InjectedRoute } from '@kube-router/controller';
+import { parseIp } from '@kube-router/kube';
+import ipaddr from 'ipaddr.js';
 import type { IpFamily, IpRoute } from '@kube-router/netfilter';
 
 /** The kernel's main routing table, where a route without a table goes. */
@@ -112,30 +113,26 @@ function cached(key: string, compute: () => string | undefined): string | undefi
 function canonicalCidr(text: string): string | undefined {
   return cached(`cidr ${text}`, () => {
     const [address = '', prefix = '', ...rest] = text.split('/');
-    if (rest.length > 0 || !/^\d{1,3}$/.test(prefix) || !isPlainAddress(address)) return undefined;
-    try {
-      const [parsed, length] = ipaddr.parseCIDR(text);
-      return canonicalNetwork(parsed, length);
-    } catch {
+    const parsed = parseIp(address);
+    // An IPv4-mapped IPv6 network (`::ffff:10.0.0.0/104`) reads as IPv4 and would take the wrong prefix length.
+    if (rest.length > 0 || !/^(0|[1-9]\d{0,2})$/.test(prefix) || parsed === undefined || (parsed.family === 'ipv4') !== !address.includes(':')) {
       return undefined;
     }
+    const length = Number(prefix);
+    if (length > (parsed.family === 'ipv4' ? 32 : 128)) return undefined;
+    return canonicalNetwork(parsed.address, length);
   });
 }
 
 /**
- * Dotted quads and IPv6 text only: ipaddr.js also reads `10`, `0x0a.1` or `012.1.1.1` as IPv4 addresses, which are
- * typos in a route far more often than intent.
+ * An address in canonical form, `4 ` or `6 ` in front; undefined when it is not one. kube's parseIp refuses what
+ * ipaddr.js would misread (`10`, `0x0a.1`, `012.1.1.1`, typos in a route far more often than intent) and a zoned
+ * IPv6 address (`fe80::1%eth0`), which `ip` cannot parse: it stopped the whole batch, and every route after it.
  */
-function isPlainAddress(text: string): boolean {
-  return text.includes(':') ? ipaddr.IPv6.isValid(text) : ipaddr.IPv4.isValidFourPartDecimal(text);
-}
-
-/** An address in canonical form, `4 ` or `6 ` in front; undefined when it is not one. */
 function canonicalAddress(text: string): string | undefined {
   return cached(`ip ${text}`, () => {
-    if (!isPlainAddress(text)) return undefined;
-    const parsed = ipaddr.parse(text);
-    return `${parsed.kind() === 'ipv4' ? 4 : 6} ${parsed.toString()}`;
+    const parsed = parseIp(text);
+    return parsed && `${parsed.family === 'ipv4' ? 4 : 6} ${parsed.text}`;
   });
 }
 

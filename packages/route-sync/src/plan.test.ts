@@ -27,6 +27,12 @@ describe('toKernelRoute', () => {
     [{ destination: '012.244.1.0/24', gateway: '192.0.2.1' }, 'not a CIDR'],
     [{ destination: '10.244.1.0/24/8', gateway: '192.0.2.1' }, 'not a CIDR'],
     [{ destination: '10.244.1.0/24', gateway: '2001:db8::1' }, 'not of the destination family'],
+    // ip cannot parse a zone: it stopped the batch there, and no route after it was programmed.
+    [{ destination: 'fd00:1::/64', gateway: 'fe80::1%eth0' }, 'not an IP address'],
+    [{ destination: '10.244.1.0/24', gateway: '010.0.0.1' }, 'not an IP address'],
+    [{ destination: 'fd00:1::%eth0/64', gateway: 'fd00::1' }, 'not a CIDR'],
+    [{ destination: '::ffff:10.0.0.0/104', gateway: '10.0.0.1' }, 'not a CIDR'],
+    [{ destination: '10.244.1.0/024', gateway: '192.0.2.1' }, 'not a CIDR'],
     [{ destination: '10.244.1.0/24', device: 'eth0 table 5' }, 'not an interface name'],
     [{ destination: '10.244.1.0/24' }, 'needs a gateway, a device or both'],
     [{ destination: '10.244.1.0/24', device: 'eth0', table: 255 }, 'table must be'],

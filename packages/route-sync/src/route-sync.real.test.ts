@@ -158,6 +158,7 @@ describe.skipIf(missing !== undefined)(`route-sync in a network namespace ${miss
       { destination: '10.244.2.0/24', gateway: '10.99.0.1' },
       { destination: 'fd00:10:244:2::/64', gateway: '2001:db8:ffff::1' },
       { destination: '10.244.3.0/24', gateway: 'not-an-address' },
+      { destination: 'fd00:10:244:4::/64', gateway: 'fe80::1%eth0' },
       { destination: 'fd00:10:244:3::/64', gateway: '2001:db8::3' },
     ]);
     const before = rs.health.status('route-sync')?.beats ?? 0;
@@ -166,7 +167,7 @@ describe.skipIf(missing !== undefined)(`route-sync in a network namespace ${miss
     expect((rs.health.status('route-sync')?.beats ?? 0) - before).toBeGreaterThanOrEqual(2);
     const error = (outcome as { error: JoinedSyncError }).error;
     expect(error).toBeInstanceOf(JoinedSyncError);
-    expect(error.failures.map((f) => f.object).sort()).toEqual(['route/10.244.2.0/24', 'route/10.244.3.0/24', 'route/fd00:10:244:2::/64']);
+    expect(error.failures.map((f) => f.object).sort()).toEqual(['route/10.244.2.0/24', 'route/10.244.3.0/24', 'route/fd00:10:244:2::/64', 'route/fd00:10:244:4::/64']);
     expect(error.message).toMatch(/route\/10\.244\.2\.0\/24: .*stderr: .*(invalid gateway|unreachable)/i);
     expect(Object.fromEntries(await node.routesOf(OURS))).toEqual({ '10.244.1.0/24': '192.0.2.2', 'fd00:10:244:3::/64': '2001:db8::3' });
     expect(await metricValue(rs.metrics, 'kube_router_host_routes_synced')).toBe(2);
