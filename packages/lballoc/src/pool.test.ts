@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AddressPool, canonical, InvalidRangeError, validateLoadBalancerIPRanges } from './pool.js';
+import { AddressPool, canonical, familyOf, InvalidRangeError, validateLoadBalancerIPRanges } from './pool.js';
 
 const none = () => false;
 
@@ -65,6 +65,15 @@ describe('AddressPool', () => {
     expect(canonical('2001:0DB8::0001')).toBe('2001:db8::1');
     expect(canonical('::ffff:10.1.2.3')).toBe('10.1.2.3');
     expect(canonical('10.1.2')).toBeUndefined();
+  });
+
+  it('reads a requested address as Go does: ::1.2.3.4 is IPv6 (ipaddr.js made it 1.2.3.4), octal and zones are none', () => {
+    expect(canonical('::1.2.3.4')).toBe('::102:304');
+    expect(familyOf('::1.2.3.4')).toBe('IPv6');
+    const pool = new AddressPool(['1.2.3.0/24', '::100:0/104']);
+    expect(pool.contains('::1.2.3.4')).toBe(true);
+    expect(pool.contains('1.2.3.4')).toBe(true);
+    for (const text of ['010.0.0.1', '1.2.3.04', '::1.2.3.4%eth0']) expect(canonical(text), text).toBeUndefined();
   });
 
   it('never hands out the unspecified address', () => {

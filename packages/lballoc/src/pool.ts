@@ -1,3 +1,4 @@
+import { parseIp } from '@kube-router/kube';
 import ipaddr from 'ipaddr.js';
 
 export type Family = 'IPv4' | 'IPv6';
@@ -122,15 +123,13 @@ export function familyOf(address: string): Family | undefined {
   return parseAddress(address)?.family;
 }
 
+/**
+ * kube's parseIp: no legacy IPv4 forms such as `10.1.2` or `010.0.0.1`, no zone, and `::1.2.3.4` as the IPv6 address
+ * it is (ipaddr.js alone made it the IPv4 address 1.2.3.4, which a Service asking for the former was then given).
+ */
 function parseAddress(text: string): { family: Family; value: bigint } | undefined {
-  // isValid alone accepts legacy IPv4 forms such as `10.1.2`, which no Kubernetes field means.
-  if (!ipaddr.IPv6.isValid(text) && !ipaddr.IPv4.isValidFourPartDecimal(text)) return undefined;
-  let address = ipaddr.parse(text);
-  if (address.kind() === 'ipv6' && (address as ipaddr.IPv6).isIPv4MappedAddress()) {
-    address = (address as ipaddr.IPv6).toIPv4Address();
-  }
-  const family: Family = address.kind() === 'ipv4' ? 'IPv4' : 'IPv6';
-  return { family, value: bytesToBigInt(address.toByteArray()) };
+  const parsed = parseIp(text);
+  return parsed && { family: parsed.family === 'ipv4' ? 'IPv4' : 'IPv6', value: bytesToBigInt(parsed.address.toByteArray()) };
 }
 
 /** ::ffff:0:0/96: IPv4 addresses written as IPv6, which canonical() turns back into IPv4. */
@@ -176,10 +175,10 @@ function parseRange(text: string): Range {
 
 /** An address as written, without mapping IPv4-mapped IPv6 to IPv4 (a range must say which family it is). */
 function parseExactAddress(text: string): { family: Family; value: bigint } | undefined {
-  if (!ipaddr.IPv6.isValid(text) && !ipaddr.IPv4.isValidFourPartDecimal(text)) return undefined;
-  if (text.includes('%')) return undefined;
-  const address = ipaddr.parse(text);
-  return { family: address.kind() === 'ipv4' ? 'IPv4' : 'IPv6', value: bytesToBigInt(address.toByteArray()) };
+  const parsed = parseAddress(text);
+  // parseIp reads ::ffff:a.b.c.d as IPv4; written with a colon it is the IPv6 address that maps it.
+  if (parsed?.family === 'IPv4' && text.includes(':')) return { family: 'IPv6', value: IPV4_MAPPED_FIRST + parsed.value };
+  return parsed;
 }
 
 function bytesToBigInt(bytes: number[]): bigint {
