@@ -1,4 +1,4 @@
-import ipaddr from 'ipaddr.js';
+import { isIp, parseIp } from '@kube-router/kube';
 import { validateLoadBalancerIPRanges } from '@kube-router/lballoc';
 import { formatGoDuration } from './duration.js';
 import type { FlagValues } from './flags.js';
@@ -57,7 +57,7 @@ export function validateFlags(values: FlagValues): string[] {
 
   for (const name of ['health-addr', 'metrics-addr'] as const) {
     const address = values[name];
-    if (address !== '' && !ipaddr.isValid(address)) {
+    if (address !== '' && !isIp(address)) {
       problems.push(`--${name} must be an IP address, or empty for every address, got ${JSON.stringify(address)}`);
     }
   }
@@ -115,15 +115,12 @@ export function nodePortRangeProblem(range: string): string | undefined {
 
 function cidrProblems(flag: string, ranges: readonly string[]): string[] {
   return ranges.flatMap((range) => {
-    try {
-      ipaddr.parseCIDR(range);
-      // parseCIDR also takes forms Go's net.ParseCIDR refuses (`10.1/16`, octal); these are what kube-router reads.
-      const [address] = range.split('/') as [string];
-      if (!ipaddr.IPv4.isValidFourPartDecimal(address) && !ipaddr.IPv6.isValid(address)) throw new Error('not a CIDR');
-      return [];
-    } catch {
-      return [`--${flag} ${JSON.stringify(range)} is not a CIDR such as 10.96.0.0/12 or fd00::/108`];
-    }
+    // Go's net.ParseCIDR, which kube-router reads them with: no `10.1/16`, octal, zone or `/08`.
+    const [address = '', prefix = '', ...rest] = range.split('/');
+    const parsed = parseIp(address);
+    const bits = parsed?.family === 'ipv6' || address.includes(':') ? 128 : 32;
+    if (parsed !== undefined && rest.length === 0 && /^(0|[1-9]\d{0,2})$/.test(prefix) && Number(prefix) <= bits) return [];
+    return [`--${flag} ${JSON.stringify(range)} is not a CIDR such as 10.96.0.0/12 or fd00::/108`];
   });
 }
 

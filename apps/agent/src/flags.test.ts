@@ -228,6 +228,11 @@ describe('parseFlags: values', () => {
     [['--service-node-port-range=32767-30000'], 'the first port must be lower than the second'],
     [['--service-node-port-range=30000-70000'], 'ports must be at most 65535'],
     [['--service-cluster-ip-range=10.96.0.0/33'], '--service-cluster-ip-range "10.96.0.0/33" is not a CIDR'],
+    // Go's net.ParseCIDR refuses each (ipaddr.js read the octal one as 8.96.0.0/12).
+    [['--service-cluster-ip-range=010.96.0.0/12'], '--service-cluster-ip-range "010.96.0.0/12" is not a CIDR'],
+    [['--service-cluster-ip-range=10.96.0.0/012'], '--service-cluster-ip-range "10.96.0.0/012" is not a CIDR'],
+    [['--service-cluster-ip-range=fd00::%eth0/108'], '--service-cluster-ip-range "fd00::%eth0/108" is not a CIDR'],
+    [['--metrics-addr=010.0.0.1'], '--metrics-addr must be an IP address'],
     [['--service-cluster-ip-range=10.96.0.0/12,fd00::/108,10.0.0.0/8'], '--service-cluster-ip-range takes at most 2 ranges'],
     [['--service-external-ip-range=example.com'], '--service-external-ip-range "example.com" is not a CIDR'],
     [['--loadbalancer-ip-range=10.0.0.0/33'], 'invalid --loadbalancer-ip-range "10.0.0.0/33"'],

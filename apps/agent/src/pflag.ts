@@ -5,7 +5,7 @@
  * argument), list flags whose first use replaces the default and later uses append, and `--` ending the flags.
  * General-purpose parsers (commander, yargs) differ on each of these, so the grammar is implemented here.
  */
-import ipaddr from 'ipaddr.js';
+import { isIp } from '@kube-router/kube';
 import { parseGoDuration } from './duration.js';
 
 /** One flag's syntax: how a value is read from the command line and shown in the help. */
@@ -189,7 +189,7 @@ export function ipListSyntax(): FlagSyntax<string[]> {
     set(text, previous) {
       const addresses = splitList(text);
       for (const address of addresses) {
-        if (!isIpAddress(address)) throw new Error(`${JSON.stringify(address)} is not an IP address`);
+        if (!isIp(address)) throw new Error(`${JSON.stringify(address)} is not an IP address`);
       }
       return [...(previous ?? []), ...addresses];
     },
@@ -220,10 +220,6 @@ function parseUnsigned(text: string, bits: 8 | 16 | 32 | 64): number {
   const max = bits === 64 ? BigInt(Number.MAX_SAFE_INTEGER) : (1n << BigInt(bits)) - 1n;
   if (value > max) throw new Error(`value out of range (at most ${max})`);
   return Number(value);
-}
-
-function isIpAddress(text: string): boolean {
-  return ipaddr.IPv4.isValidFourPartDecimal(text) || ipaddr.IPv6.isValid(text);
 }
 
 // ---- help ----
