@@ -4,6 +4,8 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomInt } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { defaultCatalog, FLAGS } from '@kube-router/agent';
 import { freePort, hasTool } from '@kube-router/testkit';
@@ -89,7 +91,8 @@ describe.skipIf(!isRoot).each([
       reader.on('line', (line) => {
         if (line.startsWith('{')) return;
         lines.push(line);
-        if (lines.length === 5) {
+        // The URLs, then a line per node once it is ready.
+        if (lines.filter((l) => / ready after /.test(l)).length === 2) {
           clearTimeout(timer);
           resolve();
         }
@@ -105,8 +108,12 @@ describe.skipIf(!isRoot).each([
     if (child.exitCode === null) child.kill('SIGKILL');
   });
 
-  it('prints KUBECONFIG=<path>, then each node’s health and metrics URLs on the ports it was given', () => {
+  it('prints KUBECONFIG=<path>, then each node’s health and metrics URLs on the ports it was given, then each node ready', () => {
     expect(lines[0]).toMatch(/^KUBECONFIG=\/.+\/kubeconfig$/);
+    expect(lines.slice(5).filter((l) => / ready after /.test(l)).sort()).toEqual([
+      expect.stringMatching(/^lab-node-1 ready after \d+\.\d s$/),
+      expect.stringMatching(/^lab-node-2 ready after \d+\.\d s$/),
+    ]);
     expect(healthUrls).toEqual(nodeAddresses.map((address) => `http://${address}:${ports[0]}/healthz`));
     expect(metricsUrls).toEqual(nodeAddresses.map((address) => `http://${address}:${ports[1]}/metrics`));
   });
@@ -333,4 +340,72 @@ spec:
     };
     expect(pids.filter(alive)).toEqual([]);
   }, 60_000);
+});
+
+/**
+ * A kernel tool that hangs (here iptables-restore, a stand-in first on PATH): the first sync of the firewall cannot end
+ * before the command's timeout. The lab used to print nothing a person could use for about 130 s, withholding every
+ * URL until each agent was ready; now the URLs come as soon as the servers answer, and the node says what it waits for.
+ */
+describe.skipIf(!isRoot)('the lab with a kernel tool that hangs (needs root for network namespaces)', () => {
+  const runId = `tlah${randomInt(36 * 36).toString(36).padStart(2, '0')}`;
+  const subnet = randomInt(100, 250);
+  let child: ChildProcess;
+  let standIns = '';
+
+  afterAll(async () => {
+    if (child && child.exitCode === null) {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGINT');
+      await exited;
+    }
+    if (standIns) await rm(standIns, { recursive: true, force: true });
+  }, 60_000);
+
+  it('prints the URLs at once and, after 10 s, which controller the node is not ready for', async () => {
+    standIns = await mkdtemp(join(tmpdir(), 'lab-hang-'));
+    await writeFile(join(standIns, 'iptables-restore'), '#!/bin/sh\nexec sleep 600\n', { mode: 0o755 });
+    await writeFile(join(standIns, 'ip6tables-restore'), '#!/bin/sh\nexec sleep 600\n', { mode: 0o755 });
+    const ports = [await freePort(), await freePort()];
+    const started = Date.now();
+    child = spawn(process.execPath, ['--conditions=@kube-router/source', '--import', 'tsx', 'src/lab.ts', `--health-port=${ports[0]}`, `--metrics-port=${ports[1]}`], {
+      cwd: new URL('..', import.meta.url).pathname,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        ...process.env,
+        PATH: `${standIns}:${process.env.PATH}`,
+        LAB_RUN_ID: runId,
+        LAB_NODES: '1',
+        LAB_EXTERNAL_ROUTER: 'false',
+        LAB_UNDERLAY_CIDRS: `10.250.${subnet}.0/24,fd00:10:250:${subnet.toString(16)}::/64`,
+      },
+    });
+    const seen: { line: string; atMs: number }[] = [];
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no not-ready line in time; got ${JSON.stringify(seen)}`)), 90_000);
+      createInterface({ input: child.stdout! }).on('line', (line) => {
+        if (line.startsWith('{')) return;
+        seen.push({ line, atMs: Date.now() - started });
+        if (/ not ready after /.test(line)) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      child.once('exit', (code) => reject(new Error(`lab exited with ${code}; got ${JSON.stringify(seen)}`)));
+    });
+    const url = seen.find(({ line }) => line.endsWith('/healthz'));
+    console.log(`with iptables-restore hanging: the health URL after ${url?.atMs} ms, the not-ready line after ${seen.at(-1)!.atMs} ms`);
+    expect(seen.map(({ line }) => line)).toEqual([
+      expect.stringMatching(/^KUBECONFIG=/),
+      `http://10.250.${subnet}.11:${ports[0]}/healthz`,
+      `http://10.250.${subnet}.11:${ports[1]}/metrics`,
+      expect.stringMatching(/^lab-node-1 not ready after 10 s: .*netpol\S* failed: first sync has not ended yet/),
+    ]);
+    // Printed while the firewall's first sync still waits on the hung command (its timeout is 60 s).
+    expect(url!.atMs).toBeLessThan(seen.at(-1)!.atMs);
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    child.kill('SIGINT');
+    expect(await exited).toBe(0);
+    expect((await run('ip', ['netns', 'list'])).stdout).not.toContain(`krt-${runId}-`);
+  }, 150_000);
 });

@@ -36,6 +36,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 const log = pino({ base: { component: 'lab' } });
 const settings = labSettings(process.env);
 const userFlags = process.argv.slice(2);
+/** How long a node may take to be ready before the lab says what it waits for. */
+const READINESS_NOTICE_MS = 10_000;
 
 /** The lab's defaults for every agent; the user's flags come after them and win. */
 function agentFlags(extra: readonly string[]): string[] {
@@ -137,16 +139,15 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
     return 1;
   }
 
-  // One line each: the kubeconfig, then every node's health and metrics URLs, the first node's first.
-  process.stdout.write(`KUBECONFIG=${join(workdir, 'kubeconfig')}\n`);
-  for (const node of cluster!.nodes) {
-    if (health.port !== 0) process.stdout.write(`${urlOf(node.nodeIps[0]!, health.port)}/healthz\n`);
-    if (metrics.port !== 0) process.stdout.write(`${urlOf(node.nodeIps[0]!, metrics.port)}${metrics.path}\n`);
-  }
+  // Then, once every node says so, whether it is ready, and if it is slow to be, which controller and why.
+  const readiness = new AbortController();
+  const reported = health.port === 0 ? Promise.resolve() : reportReadiness(readiness.signal);
 
   // An agent that ends on its own (a refused assembly, a crash) ends the lab with its exit code.
   const agentExit = Promise.race(agents.map(async (agent) => ({ agent, code: await agent.exited })));
   const first = await Promise.race([interrupted, agentExit]);
+  readiness.abort();
+  await reported;
   if (typeof first === 'string') return stop(first);
   await stop(`the agent of ${first.agent.nodeName} exited (${first.code})`);
   return typeof first.code === 'number' && first.code !== 0 ? first.code : 1;
@@ -180,12 +181,52 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
         }),
       );
     }
-    // Ready: informers synced and every controller through its first sync, so that what the URLs show is settled.
-    if (health.port !== 0) {
-      const nodes = cluster.nodes;
-      await Promise.all(agents.map((agent, index) => agent.waitForOk(`${urlOf(nodes[index]!.nodeIps[0]!, health.port)}/readyz`, 180_000, signal)));
+    // One line each: the kubeconfig, then every node's health and metrics URLs, the first node's first, each as soon
+    // as its servers answer: a first sync that hangs (a kernel tool that never returns) no longer hides them.
+    process.stdout.write(`KUBECONFIG=${kubeconfig}\n`);
+    for (const [index, agent] of agents.entries()) {
+      const address = cluster.nodes[index]!.nodeIps[0]!;
+      if (health.port !== 0) {
+        await agent.waitForAnswer(`${urlOf(address, health.port)}/livez`, 60_000, signal, () => true);
+        process.stdout.write(`${urlOf(address, health.port)}/healthz\n`);
+      }
+      if (metrics.port !== 0) process.stdout.write(`${urlOf(address, metrics.port)}${metrics.path}\n`);
     }
   }
+
+  /**
+   * A line per node once it is ready (informers synced, every controller through its first sync): `<node> ready after
+   * 4.2 s`. A node still not ready after READINESS_NOTICE_MS says which checks fail and why (from /readyz?verbose),
+   * once, and its ready line follows when it gets there.
+   */
+  async function reportReadiness(signal: AbortSignal): Promise<void> {
+    const started = Date.now();
+    await Promise.all(
+      agents.map(async (agent, index) => {
+        const url = `${urlOf(cluster!.nodes[index]!.nodeIps[0]!, health.port)}/readyz?verbose`;
+        const notice = setTimeout(() => {
+          void fetch(url, { signal: AbortSignal.timeout(2_000) })
+            .then(async (response) => (response.status === 200 ? undefined : notReady(await response.text())))
+            .then((why) => why && process.stdout.write(`${agent.nodeName} not ready after ${READINESS_NOTICE_MS / 1000} s: ${why}\n`))
+            .catch(() => undefined);
+        }, READINESS_NOTICE_MS);
+        try {
+          await agent.waitForAnswer(url, 30 * 60_000, signal);
+          process.stdout.write(`${agent.nodeName} ready after ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+        } catch (error) {
+          if (!signal.aborted) log.warn({ node: agent.nodeName, err: error }, 'no readiness');
+        } finally {
+          clearTimeout(notice);
+        }
+      }),
+    );
+  }
+}
+
+/** The failing checks of a Kubernetes-style verbose readiness answer (`[-]netpol failed: reason`), joined. */
+function notReady(verboseBody: string): string {
+  const failed = verboseBody.split('\n').filter((line) => line.startsWith('[-]')).map((line) => line.slice(3));
+  return failed.length > 0 ? failed.join('; ') : verboseBody.trim();
 }
 
 /** The external BIRD router, when the build routes, the lab is not told otherwise and BIRD is installed. */

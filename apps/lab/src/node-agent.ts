@@ -78,16 +78,24 @@ export class NodeAgent {
     return this.#exit === undefined;
   }
 
-  /** Resolves once `url` answers 200; rejects when the agent exits first, the time is up or `signal` aborts. */
-  async waitForOk(url: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+  /**
+   * Resolves once `url` answers with a status `accept` takes (200 by default), with the answer's status and body;
+   * rejects when the agent exits first, the time is up or `signal` aborts.
+   */
+  async waitForAnswer(
+    url: string,
+    timeoutMs: number,
+    signal?: AbortSignal,
+    accept: (status: number) => boolean = (status) => status === 200,
+  ): Promise<{ status: number; body: string }> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       signal?.throwIfAborted();
       if (!this.running) throw new Error(`the agent of ${this.nodeName} exited (${this.#exit}) before ${url} answered`);
       try {
         const response = await fetch(url, { signal: AbortSignal.timeout(1_000) });
-        await response.body?.cancel();
-        if (response.status === 200) return;
+        const body = await response.text();
+        if (accept(response.status)) return { status: response.status, body };
       } catch {
         // not listening yet
       }
