@@ -13,6 +13,7 @@ import { AgentMetrics } from '@kube-router/metrics';
 import { AssemblyError, planAssembly, type PluginEntry } from './assembly.js';
 import { resolveAgentOptions, type AgentOptions, type ResolvedAgentOptions } from './options.js';
 import { startServers, type RunningServers } from './servers.js';
+import { toolReadinessCheck } from './tool-readiness.js';
 
 /** A service the assembly starts with, such as the Kubernetes context; plugins look it up by key. */
 export type ServiceEntry<T = unknown> = readonly [ServiceKey<T>, T];
@@ -92,6 +93,8 @@ export async function createAgent(input: CreateAgentInput): Promise<Agent> {
     } catch (error) {
       throw new Error(`plugin ${plugin.name}@${plugin.version}: create failed: ${messageOf(error)}`, { cause: error });
     }
+    const tools = plugin.tools?.(options) ?? [];
+    if (tools.length > 0) health.addReadinessCheck(`${controller.name}/tools`, toolReadinessCheck(controller.name, tools, ctx.logger));
     controllers.push(controller);
   }
 

@@ -78,6 +78,13 @@ export interface ControllerPlugin<O = unknown> {
   readonly options: OptionsSchema<O>;
   create(ctx: PluginContext, options: O): Controller | Promise<Controller>;
   /**
+   * The executables its controller runs with these options (`gobgpd`, `nft`, ...), by name or path. The agent says
+   * at start, in one line, which of them are not installed, and keeps the controller not ready while one is missing:
+   * an image without gobgpd otherwise looked healthy while BGP never started. The controller runs all the same; its
+   * syncs fail and count as any failure does, and liveness is untouched (a restart installs nothing).
+   */
+  tools?(options: O): readonly string[];
+  /**
    * kube-router's --cleanup-config: removes every rule, set, table, route, address and interface this plugin owns on
    * the node, and nothing else, then resolves. It runs without informers or a controller, so it must work from the
    * kernel's state alone, and it must succeed when there is nothing to remove. Failures are thrown (joined).

@@ -6,9 +6,10 @@ const SBIN_DIRECTORIES = ['/usr/local/sbin', '/usr/sbin', '/sbin'];
 
 /** The absolute path of an executable on PATH (plus the sbin directories), or undefined. */
 export function findExecutable(name: string, searchPath = process.env.PATH ?? ''): string | undefined {
-  const directories = [...searchPath.split(delimiter).filter(Boolean), ...SBIN_DIRECTORIES];
+  // A path is looked up as it is, as spawn does.
+  const directories = name.includes('/') ? [''] : [...searchPath.split(delimiter).filter(Boolean), ...SBIN_DIRECTORIES];
   for (const directory of directories) {
-    const candidate = join(directory, name);
+    const candidate = directory === '' ? name : join(directory, name);
     try {
       accessSync(candidate, constants.X_OK);
       return candidate;

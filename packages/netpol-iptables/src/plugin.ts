@@ -22,6 +22,15 @@ export function createNetpolIptablesPlugin(
     name: NETPOL_CONTROLLER,
     version: '0.1.0',
     options: netpolIptablesOptions,
+    // A test's runner stands in for the tools.
+    tools: (options) =>
+      overrides.runner
+        ? []
+        : [
+            'ipset',
+            ...(options.enableIpv4 ? ['iptables-save', 'iptables-restore'] : []),
+            ...(options.enableIpv6 ? ['ip6tables-save', 'ip6tables-restore'] : []),
+          ],
     create(ctx, options) {
       const kube = ctx.services.get(KubeServices);
       return createNetpolController(

@@ -21,6 +21,8 @@ export function createNetpolNftablesPlugin(
     name: NETPOL_CONTROLLER,
     version: '0.1.0',
     options: netpolNftablesOptions,
+    // A test's runner stands in for the tool.
+    tools: () => (overrides.runner ? [] : ['nft']),
     create(ctx, options) {
       const kube = ctx.services.get(KubeServices);
       return createNetpolNftablesController(

@@ -18,6 +18,8 @@ export function createRouteSyncPlugin(overrides: RouteSyncPluginOverrides = {}):
     name: ROUTE_SYNC_CONTROLLER,
     version: '0.1.0',
     options: routeSyncOptions,
+    // A test's runner stands in for the tool.
+    tools: () => (overrides.runner ? [] : ['ip']),
     create(ctx, options) {
       const wanted = new WantedRoutes();
       // Only the contract's two methods are handed out: the routing plugins never reach the controller's internals.

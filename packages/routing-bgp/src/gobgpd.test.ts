@@ -5,6 +5,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GobgpdSupervisor } from './gobgpd.js';
+import { routingBgpPlugin } from './plugin.js';
 import { loadGobgpApi } from './gobgp-api.js';
 
 // A stand-in for gobgpd: it logs one JSON line as gobgpd does, optionally starts a child (to see the process group
@@ -98,5 +99,13 @@ describe('GobgpdSupervisor', () => {
 describe('loadGobgpApi', () => {
   it('names the directory and the Debian package when the protos are absent', () => {
     expect(() => loadGobgpApi('/nonexistent/gobgp/api')).toThrow(/gobgp\.proto.*\/nonexistent\/gobgp\/api.*golang-github-osrg-gobgp-dev/);
+  });
+});
+
+describe('routingBgpPlugin.tools', () => {
+  it('names the gobgpd it runs (so an image without it is not ready, one line at start) and ip; not gobgpd it only drives', () => {
+    expect(routingBgpPlugin.tools!(routingBgpPlugin.options.parse({}))).toEqual(['gobgpd', 'ip']);
+    expect(routingBgpPlugin.tools!(routingBgpPlugin.options.parse({ gobgpdBinary: '/opt/gobgp/gobgpd' }))).toEqual(['/opt/gobgp/gobgpd', 'ip']);
+    expect(routingBgpPlugin.tools!(routingBgpPlugin.options.parse({ manageGobgpd: false, gobgpApiSocket: '/run/gobgp.sock' }))).toEqual(['ip']);
   });
 });

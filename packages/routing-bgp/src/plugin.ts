@@ -164,6 +164,8 @@ export const routingBgpPlugin = definePlugin({
   version: '0.1.0',
   requires: ['route-sync'],
   options: routingBgpOptions,
+  // gobgpd only where this agent runs it: with --manage-gobgpd=false (the option) it drives one that runs already.
+  tools: (options) => [...(options.manageGobgpd ? [options.gobgpdBinary] : []), 'ip'],
   create(ctx, options) {
     const kube = ctx.services.get(KubeServices);
     const routes = ctx.services.get(routeSyncServiceKey);
