@@ -43,7 +43,9 @@ function expectedMissing(args: readonly string[], catalog: PluginCatalog = defau
     const definition = (FLAGS as Record<string, FlagDefinition>)[name];
     if (!definition || definition.implemented) continue;
     const single = parseFlags([arg], {});
-    if (single.ok && isDeepStrictEqual(single.values[name], definition.default)) continue;
+    // The default, or the value that says what this build does (--enable-overlay=false), is accepted.
+    const accepted = [definition.default, ...(definition.builtValue === undefined ? [] : [definition.builtValue])];
+    if (single.ok && accepted.some((value) => isDeepStrictEqual(single.values[name], value))) continue;
     const relevant =
       definition.features.length === 0 || definition.features.some((f) => runs(f) && catalog[f] !== undefined);
     if (relevant) missing.push(`--${name}`);
@@ -109,6 +111,16 @@ describe.each(CASES)('with a plugin for every feature, the args of %s', (source,
 describe('the DaemonSet fixtures', () => {
   it("hold all 12 of kube-router's DaemonSets", () => {
     expect(Object.keys(KUBE_ROUTER_DAEMONSETS)).toHaveLength(12);
+  });
+
+  it('generic-kuberouter-only-advertise-routes starts: its --enable-overlay=false is what this build does (it exited 2)', async () => {
+    const cases = CASES.filter(([source]) => source.includes('only-advertise-routes'));
+    expect(cases.length).toBeGreaterThan(0);
+    for (const [source, args] of cases) {
+      expect(args, source).toContain('--enable-overlay=false');
+      expect(expectedMissing(args), source).toEqual([]);
+      expect((await runUntilKubernetes(args)).reached, source).toBe(true);
+    }
   });
 
   it('summarise what this build lacks for them (printed for the record)', () => {

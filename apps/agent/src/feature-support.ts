@@ -36,6 +36,7 @@ export function unsupportedSettings(
     if (definition.implemented) continue;
     const value = values[name];
     if (isDeepStrictEqual(value, definition.default)) continue;
+    if (definition.builtValue !== undefined && isDeepStrictEqual(value, definition.builtValue)) continue;
     const matters =
       definition.features.length === 0 ||
       definition.features.some((feature) => active.includes(feature) && catalog[feature] !== undefined);
@@ -44,7 +45,7 @@ export function unsupportedSettings(
     found.push({
       kind: 'flag',
       flag: name,
-      message: `--${name}=${describe(value, definition)}: not implemented by ${owners} of this build (only its default ${describe(definition.default, definition)} is accepted)`,
+      message: `--${name}=${describe(value, definition)}: not implemented by ${owners} of this build (only its default ${describe(definition.default, definition)}${definition.builtValue === undefined ? '' : ` and ${describe(definition.builtValue, definition)}, what this build does,`} is accepted)`,
     });
   }
   return found;

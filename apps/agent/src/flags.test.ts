@@ -311,6 +311,16 @@ describe('unsupportedSettings', () => {
     ]);
   });
 
+  it('accepts the value that says what this build does: --enable-overlay=false (kube-router\'s only-advertise-routes DaemonSet sets it)', () => {
+    const catalogWithRouter: PluginCatalog = { ...catalog, router: () => [], 'service-proxy': () => [] };
+    expect(check(['--enable-overlay=false'], catalogWithRouter)).toEqual([]);
+    expect(check(['--enable-overlay=true'], catalogWithRouter)).toEqual([]);
+    expect(check(['--overlay-type=full'], catalogWithRouter)).toEqual([
+      '--overlay-type=full: not implemented by the router plugins of this build (only its default subnet is accepted)',
+    ]);
+    expect(helpText()).toMatch(/--enable-overlay .*\[not implemented in this build: it does what false says\]/);
+  });
+
   it('does not name the flags of a feature that is missing altogether: the feature says it', () => {
     expect(check(['--run-router=false', '--hairpin-mode'])).toEqual([
       '--run-service-proxy: this build has no plugin for service-proxy; disable it with --run-service-proxy=false',

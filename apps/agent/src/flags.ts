@@ -39,20 +39,26 @@ export interface FlagDefinition<T = unknown> extends FlagSyntax<T> {
    */
   features: readonly Feature[];
   implemented: boolean;
+  /**
+   * Of a flag that is not implemented: the value that says what this build does (`--enable-overlay=false`: no tunnels
+   * are built). It is accepted beside the default, since refusing the truth about the build helps nobody.
+   */
+  builtValue?: T;
   /** Flags that kube-router does not have: this agent's own additions. */
   agentOnly?: true;
 }
 
-type Options = { features?: readonly Feature[]; implemented: boolean; shorthand?: string; agentOnly?: true };
-const flag = <T>(syntax: FlagSyntax<T>, usage: string, options: Options): FlagDefinition<T> => ({
+type Options<T = never> = { features?: readonly Feature[]; implemented: boolean; builtValue?: T; shorthand?: string; agentOnly?: true };
+const flag = <T>(syntax: FlagSyntax<T>, usage: string, options: Options<NoInfer<T>>): FlagDefinition<T> => ({
   ...syntax,
   usage,
   features: options.features ?? [],
   implemented: options.implemented,
+  ...(options.builtValue !== undefined && { builtValue: options.builtValue }),
   ...(options.shorthand !== undefined && { shorthand: options.shorthand }),
   ...(options.agentOnly && { agentOnly: true }),
 });
-const bool = (defaultValue: boolean, usage: string, options: Options) => flag(boolSyntax(defaultValue), usage, options);
+const bool = (defaultValue: boolean, usage: string, options: Options<boolean>) => flag(boolSyntax(defaultValue), usage, options);
 const text = (defaultValue: string, usage: string, options: Options) => flag(stringSyntax(defaultValue), usage, options);
 const duration = (defaultText: string, usage: string, options: Options) =>
   flag(durationSyntax(defaultText), usage, options);
@@ -95,7 +101,7 @@ export const FLAGS = {
   'enable-ibgp': bool(true, 'Enables peering with nodes with the same ASN, if disabled will only peer with external BGP peers', { ...ROUTER, implemented: true }),
   'enable-ipv4': bool(true, 'Enables IPv4 support', { ...ALWAYS, implemented: true }),
   'enable-ipv6': bool(false, 'Enables IPv6 support', { ...ALWAYS, implemented: true }),
-  'enable-overlay': bool(true, 'When enable-overlay is set to true, IP-in-IP tunneling is used for pod-to-pod networking across nodes in different subnets. When set to false no tunneling is used and routing infrastructure is expected to route traffic for pod-to-pod networking across nodes in different subnets', { ...ROUTER, implemented: false }),
+  'enable-overlay': bool(true, 'When enable-overlay is set to true, IP-in-IP tunneling is used for pod-to-pod networking across nodes in different subnets. When set to false no tunneling is used and routing infrastructure is expected to route traffic for pod-to-pod networking across nodes in different subnets', { ...ROUTER, implemented: false, builtValue: false }),
   'enable-pod-egress': bool(true, 'SNAT traffic from Pods to destinations outside the cluster.', { ...ROUTER, implemented: true }),
   'enable-pprof': bool(false, 'Enables pprof for debugging performance and memory leak issues.', { ...ALWAYS, implemented: false }),
   'excluded-cidrs': list([], 'Excluded CIDRs are used to exclude IPVS rules from deletion.', { ...PROXY, implemented: true }),
@@ -356,7 +362,9 @@ export function helpText(): string {
     name,
     syntax: definition,
     usage: definition.usage,
-    ...(!definition.implemented && { note: '[not implemented in this build]' }),
+    ...(!definition.implemented && {
+      note: definition.builtValue === undefined ? '[not implemented in this build]' : `[not implemented in this build: it does what ${String(definition.builtValue)} says]`,
+    }),
     ...(definition.shorthand !== undefined && { shorthand: definition.shorthand }),
   }));
   return `Usage of kube-router:\n${formatFlagUsages(entries)}`;
