@@ -118,6 +118,10 @@ export function badRequest(message: string): ApiError {
   return new ApiError(400, 'BadRequest', message);
 }
 
+export function requestEntityTooLarge(limitBytes: number): ApiError {
+  return new ApiError(413, 'RequestEntityTooLarge', `Request entity too large: limit is ${limitBytes}`);
+}
+
 export function expired(message: string): ApiError {
   return new ApiError(410, 'Expired', message);
 }

@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import Fastify from 'fastify';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, errorForCode, resourceNotFound } from '../errors.js';
+import { ApiError, errorForCode, requestEntityTooLarge, resourceNotFound } from '../errors.js';
+import { maxRequestBodyBytes } from './body-bounds.js';
 import { apiGroupDocument, apiGroupList, apiResourceList, apiVersions, serverVersion } from './discovery.js';
 import { openApiV3GroupVersion, openApiV3Root } from './openapi.js';
 import type { ResourceHandlerContext } from './resource-handler.js';
@@ -18,7 +19,9 @@ function sendError(reply: FastifyReply, error: unknown): FastifyReply {
   const apiError =
     error instanceof ApiError
       ? error
-      : errorForCode(
+      : (error as { code?: unknown }).code === 'FST_ERR_CTP_BODY_TOO_LARGE'
+        ? requestEntityTooLarge(maxRequestBodyBytes)
+        : errorForCode(
           typeof (error as { statusCode?: unknown }).statusCode === 'number' ? (error as { statusCode: number }).statusCode : 500,
           (error as Error).message ?? String(error),
         );
@@ -32,7 +35,7 @@ function found<T>(document: T | undefined): T {
 
 /** The Fastify application: discovery, OpenAPI and resource routes, with latency injection and Status errors. */
 export function buildApp(context: AppContext): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: 16 * 1024 * 1024, forceCloseConnections: true });
+  const app = Fastify({ logger: false, bodyLimit: maxRequestBodyBytes, forceCloseConnections: true });
 
   // Bodies are parsed per request, because the content type decides between JSON, YAML and patch types.
   app.removeAllContentTypeParsers();

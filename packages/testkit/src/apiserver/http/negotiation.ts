@@ -1,5 +1,6 @@
 import { parse as parseYaml } from 'yaml';
-import { badRequest } from '../errors.js';
+import { badRequest, requestEntityTooLarge } from '../errors.js';
+import { jsonNestsDeeperThan, maxBodyNestingDepth, maxRequestBodyBytes, yamlNestsDeeperThan } from './body-bounds.js';
 
 export type TableVersion = 'v1' | 'v1beta1';
 
@@ -39,12 +40,20 @@ export function preferredTableVersion(accept: string | undefined): TableVersion 
   return undefined;
 }
 
-/** Parses a request body: JSON, or YAML when the client says so (handy with curl). */
+/**
+ * Parses a request body: JSON, or YAML when the client says so (handy with curl). Its size and nesting are bounded
+ * first, because everything from the yaml library's composer on recurses once per level.
+ */
 export function parseBody(body: unknown, contentType: string | undefined): unknown {
   if (!Buffer.isBuffer(body) || body.length === 0) return undefined;
+  if (body.length > maxRequestBodyBytes) throw requestEntityTooLarge(maxRequestBodyBytes);
   const text = body.toString('utf8');
+  const yaml = /yaml/i.test(contentType ?? '');
+  if (yaml ? yamlNestsDeeperThan(text, maxBodyNestingDepth) : jsonNestsDeeperThan(text, maxBodyNestingDepth)) {
+    throw badRequest(`the request body could not be decoded: exceeded max depth of ${maxBodyNestingDepth} nested arrays and objects`);
+  }
   try {
-    return /yaml/i.test(contentType ?? '') ? parseYaml(text) : JSON.parse(text);
+    return yaml ? parseYaml(text) : JSON.parse(text);
   } catch (error) {
     throw badRequest(`the request body could not be decoded: ${(error as Error).message}`);
   }

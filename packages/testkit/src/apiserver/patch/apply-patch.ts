@@ -3,6 +3,7 @@ import type { KubeObject } from '../kube-object.js';
 import { isPlainObject } from '../kube-object.js';
 import { applyJsonMergePatch } from './json-merge-patch.js';
 import { applyJsonPatch } from './json-patch.js';
+import { findPrototypeKey } from './own-properties.js';
 import { listStrategyFor } from './strategic-merge-keys.js';
 import { applyStrategicMergePatch } from './strategic-merge-patch.js';
 
@@ -18,8 +19,7 @@ export const supportedPatchContentTypes = Object.keys(patchTypesByContentType);
 
 export function patchTypeForContentType(contentType: string | undefined): PatchType {
   const mediaType = (contentType ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
-  const type = patchTypesByContentType[mediaType];
-  if (type) return type;
+  if (Object.hasOwn(patchTypesByContentType, mediaType)) return patchTypesByContentType[mediaType] as PatchType;
   if (mediaType === 'application/apply-patch+yaml') {
     throw new ApiError(415, 'UnsupportedMediaType', 'server-side apply is not supported by the embedded API server; use client-side kubectl apply');
   }
@@ -28,6 +28,7 @@ export function patchTypeForContentType(contentType: string | undefined): PatchT
 
 /** The object that results from applying a patch of the given type to `current`. */
 export function applyPatch(current: KubeObject, type: PatchType, patch: unknown): KubeObject {
+  refusePrototypeKey(patch);
   let result: unknown;
   switch (type) {
     case 'json':
@@ -45,4 +46,13 @@ export function applyPatch(current: KubeObject, type: PatchType, patch: unknown)
     throw new ApiError(422, 'Invalid', 'the patch must leave an object with metadata');
   }
   return result as KubeObject;
+}
+
+/**
+ * A `__proto__` key is no field of any Kubernetes object; kube-apiserver's strict decoding calls such a field
+ * unknown. Refused for every patch type, before a patch walks the object along it.
+ */
+function refusePrototypeKey(patch: unknown): void {
+  const field = findPrototypeKey(patch);
+  if (field !== undefined) throw badRequest(`the patch could not be decoded: strict decoding error: unknown field "${field}"`);
 }

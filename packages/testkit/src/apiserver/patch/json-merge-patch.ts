@@ -1,4 +1,5 @@
 import { isPlainObject } from '../kube-object.js';
+import { ownValue, setOwn } from './own-properties.js';
 
 /** RFC 7386 JSON merge patch: maps merge, null deletes, everything else (lists too) replaces. */
 export function applyJsonMergePatch(target: unknown, patch: unknown): unknown {
@@ -6,7 +7,7 @@ export function applyJsonMergePatch(target: unknown, patch: unknown): unknown {
   const result: Record<string, unknown> = isPlainObject(target) ? { ...target } : {};
   for (const [key, value] of Object.entries(patch)) {
     if (value === null) delete result[key];
-    else result[key] = applyJsonMergePatch(result[key], value);
+    else setOwn(result, key, applyJsonMergePatch(ownValue(result, key), value));
   }
   return result;
 }

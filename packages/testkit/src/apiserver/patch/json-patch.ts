@@ -1,5 +1,6 @@
 import { ApiError, badRequest } from '../errors.js';
 import { isPlainObject } from '../kube-object.js';
+import { ownValue, prototypeKey, setOwn } from './own-properties.js';
 
 interface Operation {
   op: 'add' | 'remove' | 'replace' | 'move' | 'copy' | 'test';
@@ -17,10 +18,18 @@ function patchFailed(message: string): ApiError {
 function parsePointer(pointer: string): string[] {
   if (pointer === '') return [];
   if (!pointer.startsWith('/')) throw badRequest(`invalid JSON pointer "${pointer}"`);
-  return pointer
+  const tokens = pointer
     .slice(1)
     .split('/')
     .map((token) => token.replace(/~1/g, '/').replace(/~0/g, '~'));
+  if (tokens.includes(prototypeKey)) throw patchFailed(`path "${pointer}" names "${prototypeKey}", which is no field of any object`);
+  return tokens;
+}
+
+/** The child a token names: an own property or an array index in range, never something inherited. */
+function child(current: unknown, token: string): unknown {
+  if (Array.isArray(current)) return /^\d+$/.test(token) ? current[Number(token)] : undefined;
+  return isPlainObject(current) ? ownValue(current, token) : undefined;
 }
 
 function parseOperations(patch: unknown): Operation[] {
@@ -38,9 +47,7 @@ function parseOperations(patch: unknown): Operation[] {
 
 function parentOf(document: unknown, tokens: string[], pointer: string): { parent: Container; key: string } {
   let current: unknown = document;
-  for (const token of tokens.slice(0, -1)) {
-    current = Array.isArray(current) ? current[Number(token)] : isPlainObject(current) ? current[token] : undefined;
-  }
+  for (const token of tokens.slice(0, -1)) current = child(current, token);
   if (!Array.isArray(current) && !isPlainObject(current)) throw patchFailed(`path "${pointer}" does not exist`);
   return { parent: current, key: tokens[tokens.length - 1] as string };
 }
@@ -69,7 +76,7 @@ function add(document: unknown, pointer: string, value: unknown): unknown {
   if (tokens.length === 0) return value;
   const { parent, key } = parentOf(document, tokens, pointer);
   if (Array.isArray(parent)) parent.splice(arrayIndex(parent, key, pointer, true), 0, value);
-  else parent[key] = value;
+  else setOwn(parent, key, value);
   return document;
 }
 

@@ -58,6 +58,8 @@ const listStrategies: Record<string, Record<string, ListStrategy>> = {
 };
 
 export function listStrategyFor(kind: string, path: readonly string[]): ListStrategy | undefined {
+  // Own entries only: a path such as `constructor` must not find Object's constructor as a strategy.
   const dotted = path.join('.');
-  return listStrategies[kind]?.[dotted] ?? listStrategies['*']?.[dotted];
+  const entry = (table: Record<string, ListStrategy> | undefined) => (table && Object.hasOwn(table, dotted) ? table[dotted] : undefined);
+  return entry(Object.hasOwn(listStrategies, kind) ? listStrategies[kind] : undefined) ?? entry(listStrategies['*']);
 }

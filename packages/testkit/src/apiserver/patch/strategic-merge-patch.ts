@@ -1,5 +1,6 @@
 import { badRequest } from '../errors.js';
 import { isPlainObject } from '../kube-object.js';
+import { ownValue, setOwn } from './own-properties.js';
 import type { ListStrategy } from './strategic-merge-keys.js';
 
 export type ListStrategyLookup = (path: readonly string[]) => ListStrategy | undefined;
@@ -16,66 +17,112 @@ type Json = unknown;
 
 function withoutDirectives(value: Json): Json {
   if (Array.isArray(value)) {
-    return value.filter((item) => !(isPlainObject(item) && item[patchDirective] !== undefined && Object.keys(item).length === 1)).map(withoutDirectives);
+    return value.filter((item) => !(isPlainObject(item) && ownValue(item, patchDirective) !== undefined && Object.keys(item).length === 1)).map(withoutDirectives);
   }
   if (!isPlainObject(value)) return value;
   const clean: Record<string, unknown> = {};
   for (const [key, item] of Object.entries(value)) {
-    if (!key.startsWith('$')) clean[key] = withoutDirectives(item);
+    if (!key.startsWith('$')) setOwn(clean, key, withoutDirectives(item));
   }
   return clean;
 }
 
-function sameKey(a: Json, b: Json, mergeKey: string): boolean {
-  return isPlainObject(a) && isPlainObject(b) && a[mergeKey] !== undefined && a[mergeKey] === b[mergeKey];
+/** The merge key's value of a list item, or undefined for an item that cannot be matched by key. */
+function keyOf(item: Json, mergeKey: string): unknown {
+  return isPlainObject(item) ? ownValue(item, mergeKey) : undefined;
+}
+
+/**
+ * The positions of a merged list's items by merge key, first occurrence first, so that each patch item finds its
+ * match without a scan (a scan per item made a 40,000-item patch quadratic).
+ */
+class KeyIndex {
+  readonly #positions = new Map<unknown, number[]>();
+
+  add(key: unknown, position: number): void {
+    if (key === undefined) return;
+    const positions = this.#positions.get(key);
+    if (positions) positions.push(position);
+    else this.#positions.set(key, [position]);
+  }
+
+  first(key: unknown): number {
+    return key === undefined ? -1 : (this.#positions.get(key)?.[0] ?? -1);
+  }
+
+  removeFirst(key: unknown): void {
+    this.#positions.get(key)?.shift();
+  }
 }
 
 function mergeList(original: Json, patch: unknown[], path: string[], lookup: ListStrategyLookup): Json {
   const strategy = lookup(path);
-  const replaceMarker = patch.findIndex((item) => isPlainObject(item) && item[patchDirective] === 'replace');
+  const replaceMarker = patch.findIndex((item) => isPlainObject(item) && ownValue(item, patchDirective) === 'replace');
   if (!strategy || replaceMarker >= 0) return withoutDirectives(patch);
   const current = Array.isArray(original) ? [...original] : [];
 
   if ('mergePrimitives' in strategy) {
-    for (const item of patch) if (!current.includes(item)) current.push(item);
+    const present = new Set(current);
+    for (const item of patch) {
+      if (present.has(item)) continue;
+      present.add(item);
+      current.push(item);
+    }
     return current;
   }
 
+  // Removed items leave a hole until the end, so that the index's positions stay valid.
   const { mergeKey } = strategy;
+  const slots: (Json | typeof deleted)[] = current;
+  const index = new KeyIndex();
+  current.forEach((item, position) => index.add(keyOf(item, mergeKey), position));
   for (const item of patch) {
     if (!isPlainObject(item)) {
-      current.push(item);
+      slots.push(item);
       continue;
     }
-    const index = current.findIndex((existing) => sameKey(existing, item, mergeKey));
-    if (item[patchDirective] === 'delete') {
-      if (index >= 0) current.splice(index, 1);
+    const key = keyOf(item, mergeKey);
+    const position = index.first(key);
+    if (ownValue(item, patchDirective) === 'delete') {
+      if (position >= 0) {
+        slots[position] = deleted;
+        index.removeFirst(key);
+      }
       continue;
     }
-    const merged = mergeMap(index >= 0 ? current[index] : {}, item, path, lookup);
-    if (index >= 0) {
-      if (merged === deleted) current.splice(index, 1);
-      else current[index] = merged;
+    const merged = mergeMap(position >= 0 ? slots[position] : {}, item, path, lookup);
+    if (position >= 0) {
+      slots[position] = merged;
+      if (merged === deleted) index.removeFirst(key);
     } else if (merged !== deleted) {
-      current.push(merged);
+      index.add(keyOf(merged, mergeKey), slots.length);
+      slots.push(merged);
     }
   }
-  return current;
+  return slots.filter((item) => item !== deleted);
 }
 
+/**
+ * Orders a merged list as `$setElementOrder` says: items named in the order first, in its order, then the rest as
+ * they were. Items are matched by merge key, or by value in a list of primitives.
+ */
 function applyElementOrder(list: Json, order: unknown, strategy: ListStrategy | undefined): Json {
   if (!Array.isArray(list) || !Array.isArray(order)) return list;
-  const position = (item: Json): number =>
-    order.findIndex((entry) =>
-      strategy && 'mergeKey' in strategy ? sameKey(entry, item, strategy.mergeKey) : entry === item,
-    );
-  const ordered = order.flatMap((_, index) => list.filter((item) => position(item) === index));
-  const unordered = list.filter((item) => position(item) < 0);
-  return [...ordered, ...unordered];
+  const byKey = strategy && 'mergeKey' in strategy ? strategy.mergeKey : undefined;
+  const identity = (item: Json): unknown => (byKey === undefined ? item : keyOf(item, byKey));
+  const rank = new Map<unknown, number>();
+  order.forEach((entry, position) => {
+    const key = identity(entry);
+    if (key !== undefined && !rank.has(key)) rank.set(key, position);
+  });
+  const ranked = list.map((item, position) => ({ item, position, rank: rank.get(identity(item)) }));
+  const ordered = ranked.filter((entry) => entry.rank !== undefined).sort((a, b) => (a.rank as number) - (b.rank as number) || a.position - b.position);
+  const unordered = ranked.filter((entry) => entry.rank === undefined);
+  return [...ordered, ...unordered].map((entry) => entry.item);
 }
 
 function mergeMap(original: Json, patch: Record<string, unknown>, path: string[], lookup: ListStrategyLookup): Json | typeof deleted {
-  const directive = patch[patchDirective];
+  const directive = ownValue(patch, patchDirective);
   if (directive === 'delete') return deleted;
   if (directive === 'replace') return withoutDirectives(patch);
   if (directive !== undefined && directive !== 'merge') throw badRequest(`unknown patch directive "${String(directive)}"`);
@@ -88,15 +135,18 @@ function mergeMap(original: Json, patch: Record<string, unknown>, path: string[]
     if (key.startsWith(setElementOrderPrefix)) {
       const field = key.slice(setElementOrderPrefix.length);
       afterMerge.push(() => {
-        if (result[field] !== undefined) result[field] = applyElementOrder(result[field], value, lookup([...path, field]));
+        const list = ownValue(result, field);
+        if (list !== undefined) setOwn(result, field, applyElementOrder(list, value, lookup([...path, field])));
       });
       continue;
     }
     if (key.startsWith(deleteFromPrimitiveListPrefix)) {
       const field = key.slice(deleteFromPrimitiveListPrefix.length);
       afterMerge.push(() => {
-        const list = result[field];
-        if (Array.isArray(list) && Array.isArray(value)) result[field] = list.filter((item) => !value.includes(item));
+        const list = ownValue(result, field);
+        if (!Array.isArray(list) || !Array.isArray(value)) return;
+        const removed = new Set(value);
+        setOwn(result, field, list.filter((item) => !removed.has(item)));
       });
       continue;
     }
@@ -106,20 +156,21 @@ function mergeMap(original: Json, patch: Record<string, unknown>, path: string[]
     if (value === null) {
       delete result[key];
     } else if (isPlainObject(value)) {
-      const merged = mergeMap(result[key], value, childPath, lookup);
+      const merged = mergeMap(ownValue(result, key), value, childPath, lookup);
       if (merged === deleted) delete result[key];
-      else result[key] = merged;
+      else setOwn(result, key, merged);
     } else if (Array.isArray(value)) {
-      result[key] = mergeList(result[key], value, childPath, lookup);
+      setOwn(result, key, mergeList(ownValue(result, key), value, childPath, lookup));
     } else {
-      result[key] = value;
+      setOwn(result, key, value);
     }
   }
   for (const step of afterMerge) step();
 
-  const retainKeys = patch[retainKeysDirective];
+  const retainKeys = ownValue(patch, retainKeysDirective);
   if (Array.isArray(retainKeys)) {
-    for (const key of Object.keys(result)) if (!retainKeys.includes(key)) delete result[key];
+    const retained = new Set(retainKeys);
+    for (const key of Object.keys(result)) if (!retained.has(key)) delete result[key];
   }
   return result;
 }

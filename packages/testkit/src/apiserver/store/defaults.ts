@@ -1,8 +1,9 @@
 import type { StatusCause } from '../errors.js';
 import type { KubeObject } from '../kube-object.js';
 import { isPlainObject } from '../kube-object.js';
-import type { IpFamily, ServiceAddressAllocator } from './service-allocator.js';
-import { ipFamilyOf } from './service-allocator.js';
+import type { IpFamily } from './ip-address.js';
+import { ipFamilyOf } from './ip-address.js';
+import type { ServiceAddressAllocator } from './service-allocator.js';
 
 /** What defaulting needs from the store: the addresses and ports existing Services already hold. */
 export interface DefaultingContext {
@@ -76,7 +77,7 @@ function defaultService(obj: KubeObject, context: DefaultingContext): StatusCaus
   const ports = objectsIn(spec.ports);
   for (const port of ports) {
     port.protocol ??= 'TCP';
-    port.targetPort ??= port.port;
+    if (port.targetPort === undefined || port.targetPort === 0 || port.targetPort === '') port.targetPort = port.port;
   }
   obj.status ??= { loadBalancer: {} };
   if (spec.type === 'ExternalName') return [];
@@ -168,7 +169,7 @@ export function applyUpdateDefaults(obj: KubeObject, previous: KubeObject): void
       }
       for (const port of objectsIn(spec.ports)) {
         port.protocol ??= 'TCP';
-        port.targetPort ??= port.port;
+        if (port.targetPort === undefined || port.targetPort === 0 || port.targetPort === '') port.targetPort = port.port;
       }
       obj.spec = spec;
       break;

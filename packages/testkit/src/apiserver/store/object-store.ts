@@ -6,6 +6,7 @@ import type { ResourceRegistry, ResourceType } from '../resources.js';
 import { storageKey } from '../resources.js';
 import type { PatchType } from '../patch/apply-patch.js';
 import { applyPatch } from '../patch/apply-patch.js';
+import { findPrototypeKey } from '../patch/own-properties.js';
 import type { FieldSelector } from '../selectors/field-selector.js';
 import { matchesFieldSelector } from '../selectors/field-selector.js';
 import type { LabelSelector } from '../selectors/label-selector.js';
@@ -306,6 +307,8 @@ export class ObjectStore {
   /** A deep copy in the stored form, with apiVersion and kind checked against the resource. */
   private normalize(resource: ResourceType, input: KubeObject): KubeObject {
     if (!isPlainObject(input)) throw badRequest('the object must be a JSON object');
+    const prototypeField = findPrototypeKey(input);
+    if (prototypeField !== undefined) throw badRequest(`the object could not be decoded: strict decoding error: unknown field "${prototypeField}"`);
     const obj = structuredClone(input) as KubeObject;
     obj.apiVersion ??= resource.apiVersion;
     obj.kind ??= resource.kind;

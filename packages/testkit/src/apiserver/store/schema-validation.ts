@@ -4,6 +4,7 @@ import type { StatusCause } from '../errors.js';
 import type { KubeObject } from '../kube-object.js';
 import { isPlainObject } from '../kube-object.js';
 import type { ResourceType } from '../resources.js';
+import { valueCauses } from './value-validation.js';
 
 type SchemaError = NonNullable<ValidateFunc<unknown>['errors']>[number];
 /** A generated validator; not a type guard, so that a failed check leaves the object's type alone. */
@@ -76,20 +77,25 @@ export class SchemaValidation {
   /**
    * Refuses an object the way kube-apiserver does: a field of the wrong JSON type cannot be decoded into the Go
    * type, so the request is a 400 BadRequest ("cannot be handled as a Pod"); a missing required field or a value
-   * outside an enumeration is a 422 Invalid whose causes name the fields. Kinds without a schema pass.
+   * outside an enumeration is a 422 Invalid whose causes name the fields, and so is a port number or an address
+   * that kube-apiserver's validation refuses (value-validation.ts). Kinds without a schema or such checks pass.
    *
    * `part` limits the check to what a write changes: a status write is not refused for a spec that a test stored
    * without validation, nor a spec write for such a status.
    */
   check(resource: ResourceType, obj: KubeObject, part: 'all' | 'status' | 'main' = 'all'): void {
     const validate = this.#validators.get(`${obj.apiVersion}/${obj.kind}`);
-    if (!validate || validate(obj)) return;
-    const inStatus = (error: SchemaError): boolean => error.instancePath === '/status' || error.instancePath.startsWith('/status/');
-    const errors = (validate.errors ?? []).filter((error) => (part === 'all' ? true : part === 'status' ? inStatus(error) : !inStatus(error)));
+    const inPart = (field: string): boolean => {
+      const inStatus = field === 'status' || field.startsWith('status.') || field.startsWith('status[');
+      return part === 'all' || (part === 'status') === inStatus;
+    };
+    const schemaErrors = validate && !validate(obj) ? (validate.errors ?? []) : [];
+    const errors = schemaErrors.filter((error) => inPart(fieldPath(obj, error.instancePath)));
     const decodeErrors = errors.filter(isDecodeError);
     const name = typeof obj.metadata.name === 'string' ? obj.metadata.name : '';
     if (decodeErrors.length > 0) throw cannotBeHandled(resource, obj, decodeErrors);
-    const causes = errors.flatMap((error) => invalidCause(obj, error));
+    // The schema says which fields are there and of what type; kube-apiserver's validation then checks their values.
+    const causes = [...errors.flatMap((error) => invalidCause(obj, error)), ...valueCauses(obj).filter((cause) => inPart(cause.field ?? ''))];
     if (causes.length > 0) throw invalid(resource, name, causes);
   }
 }

@@ -1,6 +1,8 @@
 import ipaddr from 'ipaddr.js';
+import type { IpFamily } from './ip-address.js';
 
-export type IpFamily = 'IPv4' | 'IPv6';
+/** kube-apiserver's default --service-node-port-range. */
+export const nodePortRange = { first: 30000, last: 32767 } as const;
 
 interface Range {
   family: IpFamily;
@@ -30,12 +32,7 @@ function parseRange(cidr: string): Range {
   return { family: address.kind() === 'ipv4' ? 'IPv4' : 'IPv6', first: network, size: 1n << hostBits, byteLength };
 }
 
-export function ipFamilyOf(address: string): IpFamily | undefined {
-  if (!ipaddr.isValid(address)) return undefined;
-  return ipaddr.parse(address).kind() === 'ipv4' ? 'IPv4' : 'IPv6';
-}
-
-/** Hands out Service cluster IPs from the service CIDRs and node ports from 30000-32767, never twice. */
+/** Hands out Service cluster IPs from the service CIDRs and node ports from the node port range, never twice. */
 export class ServiceAddressAllocator {
   private readonly ranges: Range[];
 
@@ -71,7 +68,7 @@ export class ServiceAddressAllocator {
   }
 
   allocateNodePort(used: ReadonlySet<number>): number | undefined {
-    for (let port = 30000; port <= 32767; port++) if (!used.has(port)) return port;
+    for (let port = nodePortRange.first; port <= nodePortRange.last; port++) if (!used.has(port)) return port;
     return undefined;
   }
 }

@@ -21,6 +21,17 @@ export function validateName(resource: ResourceType, name: string | undefined): 
   return [];
 }
 
+/** kube-apiserver's TotalAnnotationSizeLimitB: what all of an object's annotation keys and values may sum to. */
+export const totalAnnotationSizeLimitBytes = 256 * 1024;
+
+function annotationBytes(annotations: object): number {
+  let total = 0;
+  for (const [key, value] of Object.entries(annotations)) {
+    total += Buffer.byteLength(key, 'utf8') + (typeof value === 'string' ? Buffer.byteLength(value, 'utf8') : 0);
+  }
+  return total;
+}
+
 export function validateMetadataMaps(metadata: Record<string, unknown>): StatusCause[] {
   const causes: StatusCause[] = [];
   for (const field of ['labels', 'annotations']) {
@@ -38,6 +49,13 @@ export function validateMetadataMaps(metadata: Record<string, unknown>): StatusC
           message: 'Invalid value: must be a string',
         });
       }
+    }
+    if (field === 'annotations' && annotationBytes(map) > totalAnnotationSizeLimitBytes) {
+      causes.push({
+        reason: 'FieldValueTooLong',
+        field: 'metadata.annotations',
+        message: `Too long: must have at most ${totalAnnotationSizeLimitBytes} bytes`,
+      });
     }
   }
   return causes;
