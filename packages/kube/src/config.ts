@@ -1,9 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { isIPv6 } from 'node:net';
-import { join } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
-import type { Cluster } from '@kubernetes/client-node';
+import { dirname, isAbsolute, join } from 'node:path';
+import { dumpYaml, KubeConfig, loadYaml } from '@kubernetes/client-node';
+import type { Cluster, User } from '@kubernetes/client-node';
 
 /** Where Kubernetes mounts a pod's service account credentials. */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -32,7 +32,7 @@ export function loadKubeConfig(options: KubeConfigOptions = {}): KubeConfig {
 
   if (options.kubeconfig) {
     if (!existsSync(options.kubeconfig)) throw new Error(`kubeconfig ${options.kubeconfig} does not exist`);
-    kubeConfig.loadFromFile(options.kubeconfig);
+    loadKubeconfigFile(kubeConfig, options.kubeconfig);
     if (!kubeConfig.getCurrentCluster()) {
       throw new Error(`kubeconfig ${options.kubeconfig} has no current context with a cluster`);
     }
@@ -43,7 +43,7 @@ export function loadKubeConfig(options: KubeConfigOptions = {}): KubeConfig {
   } else if (env.KUBECONFIG) {
     const file = env.KUBECONFIG.split(':').find((path) => path.length > 0);
     if (!file || !existsSync(file)) throw new Error(`KUBECONFIG ${env.KUBECONFIG} does not name an existing file`);
-    kubeConfig.loadFromFile(file);
+    loadKubeconfigFile(kubeConfig, file);
   } else {
     throw new Error(
       'no Kubernetes client configuration: not running in a cluster (KUBERNETES_SERVICE_HOST and a service account ' +
@@ -54,6 +54,42 @@ export function loadKubeConfig(options: KubeConfigOptions = {}): KubeConfig {
   if (master) overrideServer(kubeConfig, master);
   allowPlainHttp(kubeConfig);
   return kubeConfig;
+}
+
+/**
+ * A kubeconfig file, with a user's token file read as client-go reads it. client-node knows only `token-file`, read
+ * once at load, and not client-go's `tokenFile`, which kubeadm's kube-proxy kubeconfig (mounted by kube-router's
+ * kubeadm DaemonSets) uses: every request went out without credentials and got 401. Either spelling becomes
+ * client-node's tokenFile provider, which re-reads the file at least every minute, as client-go does, so a rotated
+ * bound service account token is used for lists, watches and writes alike. A relative path is relative to the
+ * kubeconfig's directory, as in client-go.
+ */
+function loadKubeconfigFile(kubeConfig: KubeConfig, file: string): void {
+  const raw = loadYaml<{ users?: Array<{ name?: unknown; user?: Record<string, unknown> | null }> } | null>(readFileSync(file, 'utf8'));
+  const tokenFiles = new Map<string, string>();
+  for (const entry of raw?.users ?? []) {
+    const user = entry.user;
+    const path = user?.tokenFile ?? user?.['token-file'];
+    if (!user || typeof entry.name !== 'string' || typeof path !== 'string' || path === '') continue;
+    // client-node would read `token-file` once, here and relative to the working directory.
+    delete user.tokenFile;
+    delete user['token-file'];
+    // An inline token wins, as in client-go.
+    if (!user.token) tokenFiles.set(entry.name, isAbsolute(path) ? path : join(dirname(file), path));
+  }
+  // What loadFromFile does, with the token files taken out.
+  kubeConfig.loadFromString(dumpYaml(raw));
+  kubeConfig.makePathsAbsolute(dirname(file));
+  if (tokenFiles.size === 0) return;
+  kubeConfig.loadFromOptions({
+    clusters: kubeConfig.getClusters(),
+    contexts: kubeConfig.getContexts(),
+    users: kubeConfig.getUsers().map((user): User => {
+      const tokenFile = tokenFiles.get(user.name);
+      return tokenFile === undefined ? user : { ...user, authProvider: { name: 'tokenFile', config: { tokenFile } } };
+    }),
+    currentContext: kubeConfig.getCurrentContext(),
+  });
 }
 
 function inClusterPossible(env: NodeJS.ProcessEnv, serviceAccountDir: string): boolean {
