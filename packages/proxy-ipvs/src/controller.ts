@@ -6,7 +6,7 @@ import type { CommandRunner, IpFamily, IpvsDestinationConnections, IpvsVirtualSe
 import { Dataplane, PROXY_SYSCTLS } from './dataplane.js';
 import { HealthCheckServers } from './health-check-servers.js';
 import { ProxyMetrics } from './metrics.js';
-import { inCidrs, parseCidrs, strictServiceAddressRanges } from '@kube-router/kube';
+import { inCidrs, nodePodCidrs, parseCidrs, strictServiceAddressRanges } from '@kube-router/kube';
 import { buildProxyModel } from './model.js';
 import type { DesiredVirtualServer, ProxyModel } from './model.js';
 import type { ResolvedProxyIpvsOptions } from './options.js';
@@ -181,6 +181,7 @@ export function createProxyController(ctx: PluginContext, deps: ProxyControllerD
       warn(seen, problem.owner, problem.reason, problem.message);
     }
     for (const refusal of model.refused) warn(seen, refusal.owner, refusal.reason, refusal.message);
+    for (const problem of model.nodeProblems) failures.add(`node/${ctx.nodeName}`, new Error(problem));
 
     const ipvs = await failures.attempt('ipvs', () => applyIpvs(model, failures, seen));
     progress();
@@ -204,9 +205,17 @@ export function createProxyController(ctx: PluginContext, deps: ProxyControllerD
       }
     }
 
-    // The pod CIDRs not to masquerade: the configured ones, else the Node's spec.podCIDRs as kube-router reads them.
-    const node = deps.sources.node();
-    const podCidrs = options.podCidrs.length > 0 ? options.podCidrs : (node?.spec?.podCIDRs ?? (node?.spec?.podCIDR ? [node.spec.podCIDR] : []));
+    // The pod CIDRs not to masquerade: the configured ones, else the Node's as kube-router reads them. One that does
+    // not parse would make iptables-restore refuse every Service's chains: it fails the sync, and the node
+    // masquerades all IPVS traffic as it does with no pod CIDR known.
+    let podCidrs = options.podCidrs;
+    if (podCidrs.length === 0) {
+      try {
+        podCidrs = nodePodCidrs(deps.sources.node());
+      } catch (error) {
+        failures.add(`node/${ctx.nodeName}`, error);
+      }
+    }
     for (const family of families) {
       const servers = [...model.virtualServers.values()].filter((server) => (server.service.address.includes(':') ? 'ipv6' : 'ipv4') === family);
       const members = {

@@ -1,4 +1,4 @@
-import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+import type { V1EndpointSlice, V1Node, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { buildProxyModel, skipReason } from './model.js';
 import type { ModelInputs } from './model.js';
@@ -123,6 +123,95 @@ describe('buildProxyModel', () => {
       ['ns/bad', 'InvalidServiceAddress', 'externalip "not-an-ip" is not an IP address'],
       ['ns/bad', 'InvalidServiceAddress', 'loadbalancerip "198.51.100.300" is not an IP address'],
     ]);
+  });
+
+  it('reads every Service address strictly: octal, zoned and short spellings are problems of their Service, ::1.2.3.4 stays IPv6', () => {
+    const m = model(
+      [
+        svc('octal', { clusterIP: '010.96.0.9' }),
+        svc('zoned', { clusterIP: '10.96.0.3', clusterIPs: ['10.96.0.3', 'fe80::1%eth0'], externalIPs: ['203.0.113.1%eth0'] }),
+        svc('lb', { type: 'LoadBalancer', clusterIP: '10.96.0.4' }, {}, { loadBalancer: { ingress: [{ ip: '198.51.100.1' }, { ip: '198.51.1' }] } }),
+        svc('mapped', { clusterIP: '10.96.0.5', externalIPs: ['::1.2.3.4', '::ffff:203.0.113.9'] }),
+        svc('good', { clusterIP: '10.96.0.2' }),
+      ],
+      [],
+    );
+    expect(ids(m)).toEqual(['tcp/10.96.0.2/80', 'tcp/10.96.0.3/80', 'tcp/10.96.0.4/80', 'tcp/10.96.0.5/80', 'tcp/198.51.100.1/80', 'tcp/203.0.113.9/80', 'tcp/::102:304/80']);
+    expect(m.problems.map((problem) => [problem.owner, problem.reason, problem.message])).toEqual([
+      ['ns/octal', 'InvalidServiceAddress', 'clusterip "010.96.0.9" is not an IP address'],
+      ['ns/zoned', 'InvalidServiceAddress', 'clusterip "fe80::1%eth0" is not an IP address'],
+      ['ns/zoned', 'InvalidServiceAddress', 'externalip "203.0.113.1%eth0" is not an IP address'],
+      ['ns/lb', 'InvalidServiceAddress', 'loadbalancerip "198.51.1" is not an IP address'],
+    ]);
+  });
+
+  it('makes an endpoint address or port that is not one a problem of its Service and programs its good endpoints', () => {
+    const web = slice('web', 'IPv4', [{ ip: '010.244.0.2' }, { ip: '10.244.0.3' }, { ip: 'fe80::2%eth0' }]);
+    const broken = { ...slice('broken', 'IPv4', [{ ip: '10.244.0.4' }], 70_000), metadata: { namespace: 'ns', name: 'broken-IPv4', labels: { 'kubernetes.io/service-name': 'web' } } };
+    const m = model([svc('web', {})], [web, broken]);
+    expect(m.virtualServers.get('tcp/10.96.0.1/80')?.destinations).toEqual([{ address: '10.244.0.3', port: 8080, forwarding: 'masquerade', weight: 1 }]);
+    expect(m.problems.map((problem) => [problem.owner, problem.reason, problem.message])).toEqual([
+      ['ns/web', 'InvalidEndpointSlice', 'EndpointSlice web-IPv4: endpoint address "010.244.0.2" is not an IP address; it is not programmed'],
+      ['ns/web', 'InvalidEndpointSlice', 'EndpointSlice web-IPv4: endpoint address "fe80::2%eth0" is not an IP address; it is not programmed'],
+      ['ns/web', 'InvalidEndpointSlice', 'EndpointSlice broken-IPv4: port "http" 70000 is outside 1-65535; its endpoints are not programmed'],
+    ]);
+  });
+
+  it('reports a Node address that is not one and puts no NodePort on it', () => {
+    const oddNode: V1Node = { metadata: { name: NODE }, status: { addresses: [{ type: 'InternalIP', address: '192.168.001.10' }, { type: 'ExternalIP', address: '203.0.113.50' }, { type: 'Hostname', address: 'n1' }] } };
+    const m = model([svc('np', { type: 'NodePort', ports: [{ name: 'http', protocol: 'TCP', port: 80, nodePort: 30080 }] })], [], { node: oddNode });
+    expect(ids(m)).toEqual(['tcp/10.96.0.1/80', 'tcp/203.0.113.50/30080']);
+    expect(m.nodeProblems).toEqual(['node n1: InternalIP "192.168.001.10" is not an IP address; no NodePort listens on it']);
+    expect(m.problems).toEqual([]);
+  });
+
+  it('makes a port, nodePort, targetPort or healthCheckNodePort outside 1-65535 a problem of its Service port; its other ports stand', () => {
+    // The good port of each: port 80 only, so that no two Services claim one NodePort.
+    const ports = (port: Partial<V1ServicePort>): V1ServicePort[] => [
+      { name: 'bad', protocol: 'TCP', port: 81, ...port },
+      { name: 'http', protocol: 'TCP', port: 80 },
+    ];
+    const m = model(
+      [
+        svc('zero', { clusterIP: '10.96.0.2', type: 'NodePort', ports: ports({ port: 0 }) }),
+        svc('high', { clusterIP: '10.96.0.3', type: 'NodePort', ports: ports({ port: 70_000 }) }),
+        svc('node-port', { clusterIP: '10.96.0.4', type: 'NodePort', ports: ports({ nodePort: 70_000 }) }),
+        svc('target', { clusterIP: '10.96.0.5', type: 'NodePort', ports: ports({ targetPort: 70_000 }) }),
+        svc('fraction', { clusterIP: '10.96.0.6', type: 'NodePort', ports: ports({ port: 80.5 }) }),
+        svc('health', { clusterIP: '10.96.0.7', type: 'LoadBalancer', externalTrafficPolicy: 'Local', healthCheckNodePort: 70_000, ports: [{ name: 'http', protocol: 'TCP', port: 80, nodePort: 30081 }] }),
+        // A nodePort of 0 is none (allocateLoadBalancerNodePorts: false), a named targetPort is the slices' business.
+        svc('no-node-port', { clusterIP: '10.96.0.8', type: 'LoadBalancer', ports: [{ name: 'http', protocol: 'TCP', port: 80, nodePort: 0, targetPort: 'web' }] }),
+      ],
+      [],
+    );
+    expect(ids(m)).toEqual([
+      'tcp/10.96.0.2/80',
+      'tcp/10.96.0.3/80',
+      'tcp/10.96.0.4/80',
+      'tcp/10.96.0.5/80',
+      'tcp/10.96.0.6/80',
+      'tcp/10.96.0.7/80',
+      'tcp/10.96.0.8/80',
+      'tcp/192.168.1.10/30081',
+      'tcp/fd00:1::10/30081',
+    ]);
+    expect(m.problems.map((problem) => [problem.owner, problem.reason, problem.message])).toEqual([
+      ['ns/zero', 'InvalidServicePort', 'port "bad": port 0 is outside 1-65535; the port is not programmed'],
+      ['ns/high', 'InvalidServicePort', 'port "bad": port 70000 is outside 1-65535; the port is not programmed'],
+      ['ns/node-port', 'InvalidServicePort', 'port "bad": nodePort 70000 is outside 1-65535; the port is not programmed'],
+      ['ns/target', 'InvalidServicePort', 'port "bad": targetPort 70000 is outside 1-65535; the port is not programmed'],
+      ['ns/fraction', 'InvalidServicePort', 'port "bad": port 80.5 is outside 1-65535; the port is not programmed'],
+      ['ns/health', 'InvalidServicePort', 'healthCheckNodePort 70000 is outside 1-65535; no health check server is started'],
+    ]);
+    expect(m.healthChecks).toEqual([]);
+  });
+
+  it('knows only TCP, UDP and SCTP: a protocol named like a prototype member is unsupported, not a function', () => {
+    const names = ['toString', '__proto__', 'constructor', 'hasOwnProperty', 'tcp'];
+    const m = model([...names.map((protocol, i) => svc(`p${i}`, { clusterIP: `10.96.0.${i + 2}`, ports: [{ name: 'http', protocol, port: 80 }] })), svc('good', { clusterIP: '10.96.1.1' })], []);
+    expect(ids(m)).toEqual(['tcp/10.96.1.1/80']);
+    expect(m.problems.map((problem) => problem.reason)).toEqual(names.map(() => 'UnsupportedProtocol'));
+    expect(m.problems[0]?.message).toBe('port "http": protocol "toString" is not supported by IPVS');
   });
 
   it('binds NodePorts to every local address with --nodeport-bindon-all-ip', () => {

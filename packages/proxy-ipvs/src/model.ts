@@ -1,9 +1,8 @@
 import type { V1EndpointSlice, V1Node, V1Service, V1ServicePort } from '@kubernetes/client-node';
-import { canonicalIpvsAddress, ipvsAddressFamily, ipvsServiceId } from '@kube-router/netfilter';
+import { ipvsServiceId } from '@kube-router/netfilter';
 import type { IpFamily, IpvsDestination, IpvsProtocol, IpvsService } from '@kube-router/netfilter';
-import { serviceAddressValidator } from '@kube-router/kube';
-import type { ServiceAddressRanges, ValidatedAddressKind } from '@kube-router/kube';
-import ipaddr from 'ipaddr.js';
+import { parseIp, serviceAddressValidator } from '@kube-router/kube';
+import type { ParsedIp, ServiceAddressRanges, ValidatedAddressKind } from '@kube-router/kube';
 import { ANNOTATIONS, HEADLESS_LABEL, SERVICE_PROXY_NAME_LABEL } from './names.js';
 
 /** Where a virtual service's address comes from; NodePorts sit on node addresses, the others on kube-dummy-if. */
@@ -46,6 +45,8 @@ export interface ProxyModel {
    * failure of the sync (the Service is as its owner wrote it, and its other addresses are programmed).
    */
   readonly refused: readonly ServiceProblem[];
+  /** What is wrong with the Node's own addresses (not a Service's problem, but still a failed sync). */
+  readonly nodeProblems: readonly string[];
   /** Services programmed (not skipped), for metrics and logs. */
   readonly services: number;
 }
@@ -72,7 +73,21 @@ export interface ModelOptions {
 /** Schedulers kube-router names; any other lower-case name is passed to the kernel, which may refuse it. */
 const SCHEDULER_NAME = /^[a-z]{1,15}$/;
 const DEFAULT_AFFINITY_SECONDS = 10_800;
-const PROTOCOLS: Record<string, IpvsProtocol> = { TCP: 'tcp', UDP: 'udp', SCTP: 'sctp' };
+// A Map, not an object: a protocol spelled `toString` or `__proto__` must not find a prototype member.
+const PROTOCOLS: ReadonlyMap<string, IpvsProtocol> = new Map([
+  ['TCP', 'tcp'],
+  ['UDP', 'udp'],
+  ['SCTP', 'sctp'],
+]);
+const PORT_RANGE = '1-65535';
+
+/**
+ * A port the kernel tools take. The API server refuses others, but a port that slips through (0, 70000) would make
+ * ipset and iptables-restore refuse the whole family's batch, every Service's entries with it.
+ */
+function isPort(value: number | undefined): value is number {
+  return value !== undefined && Number.isInteger(value) && value >= 1 && value <= 65_535;
+}
 
 /**
  * Computes the IPVS state this node should have from Services, EndpointSlices and its Node: pure, so that every rule
@@ -85,9 +100,10 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
   const healthChecks: HealthCheckPort[] = [];
   const problems: ServiceProblem[] = [];
   const refused: ServiceProblem[] = [];
+  const nodeProblems: string[] = [];
   const refusal = options.validation && serviceAddressValidator(options.validation);
   const families = new Set(options.families);
-  const nodeAddresses = nodePortAddresses(inputs, options).filter((address) => families.has(ipvsAddressFamily(address)));
+  const nodeAddresses = nodePortAddresses(inputs, options, nodeProblems).filter((address) => families.has(address.family));
   let services = 0;
 
   for (const svc of inputs.services) {
@@ -108,23 +124,25 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
     const internalLocal = svc.spec?.internalTrafficPolicy === 'Local';
     const hairpin = options.hairpinMode === true || ANNOTATIONS.hairpin in annotations;
     const hairpinExternal = hairpin && ANNOTATIONS.hairpinExternalIps in annotations;
-    const slices = inputs.slicesFor(namespace, name);
-    const clusterIps = (svc.spec?.clusterIPs?.length ? svc.spec.clusterIPs : [svc.spec?.clusterIP ?? '']).filter(isIp);
+    const problem = (reason: string, message: string) => problems.push({ owner, reason, message });
+    const slices = readSlices(inputs.slicesFor(namespace, name), inputs.nodeName, problem);
+    // Every address read strictly: one that is not an address as the kernel reads it (`010.0.0.1`, a zone) is a
+    // problem of this Service (a Warning, a failed sync), never programmed as another address; its other addresses stand.
+    const addresses = (kind: 'clusterip' | ValidatedAddressKind, candidates: readonly string[]): ParsedIp[] =>
+      candidates.flatMap((text) => {
+        const parsed = parseIp(text);
+        if (!parsed) problem('InvalidServiceAddress', `${kind} ${JSON.stringify(text)} is not an IP address`);
+        return parsed ? [parsed] : [];
+      });
     // Only addresses of the node's families: an IPv6 LoadBalancer IP on an IPv4-only node is not refused, just unused.
-    const validated = (kind: ValidatedAddressKind, addresses: readonly string[]) =>
-      addresses.filter((address) => {
-        if (!families.has(ipvsAddressFamily(canonicalIpvsAddress(address)))) return false;
-        const why = refusal?.(kind, address);
-        if (why) refused.push({ owner, reason: 'InvalidServiceAddress', message: `${kind} ${address} is not programmed: ${why}` });
+    const ofFamilies = (parsed: readonly ParsedIp[]) => parsed.filter((address) => families.has(address.family));
+    const validated = (kind: ValidatedAddressKind, parsed: readonly ParsedIp[]) =>
+      ofFamilies(parsed).filter((address) => {
+        const why = refusal?.(kind, address.text);
+        if (why) refused.push({ owner, reason: 'InvalidServiceAddress', message: `${kind} ${address.text} is not programmed: ${why}` });
         return why === undefined;
       });
-    // An address that is not one is a problem of this Service (a Warning, a failed sync); its other addresses stand.
-    const addresses = (kind: ValidatedAddressKind, candidates: readonly string[]) =>
-      candidates.filter((address) => {
-        if (isIp(address)) return true;
-        problems.push({ owner, reason: 'InvalidServiceAddress', message: `${kind} ${JSON.stringify(address)} is not an IP address` });
-        return false;
-      });
+    const clusterIps = ofFamilies(addresses('clusterip', svc.spec?.clusterIPs?.length ? svc.spec.clusterIPs : [svc.spec?.clusterIP ?? '']));
     const externalIps = validated('externalip', addresses('externalip', svc.spec?.externalIPs ?? []));
     const lbIps = validated(
       'loadbalancerip',
@@ -138,29 +156,33 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
     let localEndpointsForHealth = 0;
 
     for (const port of svc.spec?.ports ?? []) {
-      const protocol = PROTOCOLS[port.protocol ?? 'TCP'];
+      const label = `port ${JSON.stringify(port.name ?? String(port.port))}`;
+      const protocol = PROTOCOLS.get(port.protocol ?? 'TCP');
       if (!protocol) {
-        problems.push({ owner, reason: 'UnsupportedProtocol', message: `port ${port.name ?? port.port}: protocol ${port.protocol} is not supported by IPVS` });
+        problem('UnsupportedProtocol', `${label}: protocol ${JSON.stringify(port.protocol)} is not supported by IPVS`);
         continue;
       }
-      const endpoints = endpointsFor(slices, port, inputs.nodeName);
+      const badPort = portProblem(port);
+      if (badPort) {
+        problem('InvalidServicePort', `${label}: ${badPort}; the port is not programmed`);
+        continue;
+      }
+      const endpoints = endpointsFor(slices, port);
       localEndpointsForHealth = Math.max(localEndpointsForHealth, endpoints.filter((endpoint) => endpoint.local).length);
-      const add = (kind: VirtualServerKind, address: string, servicePort: number, local: boolean) => {
-        const canonical = canonicalIpvsAddress(address);
-        const family = ipvsAddressFamily(canonical);
-        if (!families.has(family)) return;
-        const key = { protocol, address: canonical, port: servicePort };
+      const add = (kind: VirtualServerKind, address: ParsedIp, servicePort: number, local: boolean) => {
+        const { family, text } = address;
+        const key = { protocol, address: text, port: servicePort };
         const id = ipvsServiceId(key);
         if (virtualServers.has(id)) {
           const other = virtualServers.get(id) as DesiredVirtualServer;
           if (other.owner !== owner) {
-            problems.push({ owner, reason: 'DuplicateServiceAddress', message: `${id} is also claimed by Service ${other.owner}; it stays with ${other.owner}` });
+            problem('DuplicateServiceAddress', `${id} is also claimed by Service ${other.owner}; it stays with ${other.owner}`);
           }
           return;
         }
         const destinations = endpoints
-          .filter((endpoint) => ipvsAddressFamily(endpoint.address) === family && (!local || endpoint.local))
-          .map((endpoint): IpvsDestination => ({ address: endpoint.address, port: endpoint.port, forwarding: 'masquerade', weight: 1 }));
+          .filter((endpoint) => endpoint.address.family === family && (!local || endpoint.local))
+          .map((endpoint): IpvsDestination => ({ address: endpoint.address.text, port: endpoint.port, forwarding: 'masquerade', weight: 1 }));
         virtualServers.set(id, {
           id,
           owner,
@@ -171,7 +193,7 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
           preserveClientAddress: local && kind !== 'cluster-ip',
           hairpin: kind === 'cluster-ip' ? hairpin : kind !== 'node-port' && hairpinExternal,
         });
-        if (kind !== 'node-port') vips[family].add(canonical);
+        if (kind !== 'node-port') vips[family].add(text);
       };
       for (const ip of clusterIps) add('cluster-ip', ip, port.port, internalLocal);
       for (const ip of externalIps) add('external-ip', ip, port.port, externalLocal);
@@ -180,11 +202,24 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
         for (const address of nodeAddresses) add('node-port', address, port.nodePort, externalLocal);
       }
     }
-    if (svc.spec?.healthCheckNodePort && svc.spec.type === 'LoadBalancer' && externalLocal) {
-      healthChecks.push({ owner, port: svc.spec.healthCheckNodePort, localEndpoints: localEndpointsForHealth });
+    const healthCheckNodePort = svc.spec?.healthCheckNodePort;
+    if (healthCheckNodePort && svc.spec?.type === 'LoadBalancer' && externalLocal) {
+      if (isPort(healthCheckNodePort)) healthChecks.push({ owner, port: healthCheckNodePort, localEndpoints: localEndpointsForHealth });
+      else problem('InvalidServicePort', `healthCheckNodePort ${healthCheckNodePort} is outside ${PORT_RANGE}; no health check server is started`);
     }
   }
-  return { virtualServers, vips, healthChecks, problems, refused, services };
+  return { virtualServers, vips, healthChecks, problems, refused, nodeProblems, services };
+}
+
+/**
+ * Why a Service port cannot be programmed, or undefined. A nodePort of 0 is no node port (a LoadBalancer with
+ * allocateLoadBalancerNodePorts false has none); a named targetPort is resolved by the EndpointSlices.
+ */
+function portProblem(port: V1ServicePort): string | undefined {
+  if (!isPort(port.port)) return `port ${port.port} is outside ${PORT_RANGE}`;
+  if (port.nodePort !== undefined && port.nodePort !== 0 && !isPort(port.nodePort)) return `nodePort ${port.nodePort} is outside ${PORT_RANGE}`;
+  if (typeof port.targetPort === 'number' && !isPort(port.targetPort)) return `targetPort ${port.targetPort} is outside ${PORT_RANGE}`;
+  return undefined;
 }
 
 /** Why kube-router's proxy leaves a Service alone, or undefined when it programs it. */
@@ -240,25 +275,62 @@ function schedulingOf(svc: V1Service): Scheduling {
 }
 
 interface Endpoint {
-  address: string;
+  address: ParsedIp;
   port: number;
   local: boolean;
 }
 
-/** Ready endpoints of the slices' port that matches the Service port by name (and protocol). */
-function endpointsFor(slices: readonly V1EndpointSlice[], port: V1ServicePort, nodeName: string): Endpoint[] {
-  const out: Endpoint[] = [];
+interface SlicePort {
+  name: string;
+  protocol: string;
+  port: number;
+}
+
+interface ReadSlice {
+  ports: SlicePort[];
+  endpoints: { address: ParsedIp; local: boolean }[];
+}
+
+/**
+ * The Service's EndpointSlices with their ready endpoints, read once per Service so that a bad address or port is one
+ * problem, not one per Service port. Like the Service's own, a bad one is a problem of the Service and left out.
+ */
+function readSlices(slices: readonly V1EndpointSlice[], nodeName: string, problem: (reason: string, message: string) => void): ReadSlice[] {
+  const out: ReadSlice[] = [];
   for (const slice of slices) {
     if (slice.addressType === 'FQDN') continue;
-    const slicePort = (slice.ports ?? []).find((p) => (p.name ?? '') === (port.name ?? '') && (p.protocol ?? 'TCP') === (port.protocol ?? 'TCP'));
-    if (slicePort?.port === undefined || slicePort.port === null) continue;
+    const where = `EndpointSlice ${slice.metadata?.name ?? '?'}`;
+    const ports: SlicePort[] = [];
+    for (const p of slice.ports ?? []) {
+      // No port number: the slice does not restrict ports, which an IPVS real server cannot express.
+      if (p.port === undefined || p.port === null) continue;
+      if (!isPort(p.port)) {
+        problem('InvalidEndpointSlice', `${where}: port ${JSON.stringify(p.name ?? '')} ${p.port} is outside ${PORT_RANGE}; its endpoints are not programmed`);
+        continue;
+      }
+      ports.push({ name: p.name ?? '', protocol: p.protocol ?? 'TCP', port: p.port });
+    }
+    const endpoints: ReadSlice['endpoints'] = [];
     for (const endpoint of slice.endpoints ?? []) {
       if (endpoint.conditions?.ready === false) continue;
-      for (const address of endpoint.addresses ?? []) {
-        if (!isIp(address)) continue;
-        out.push({ address: canonicalIpvsAddress(address), port: slicePort.port, local: endpoint.nodeName === nodeName });
+      for (const text of endpoint.addresses ?? []) {
+        const address = parseIp(text);
+        if (address) endpoints.push({ address, local: endpoint.nodeName === nodeName });
+        else problem('InvalidEndpointSlice', `${where}: endpoint address ${JSON.stringify(text)} is not an IP address; it is not programmed`);
       }
     }
+    out.push({ ports, endpoints });
+  }
+  return out;
+}
+
+/** Ready endpoints of the slices' port that matches the Service port by name (and protocol). */
+function endpointsFor(slices: readonly ReadSlice[], port: V1ServicePort): Endpoint[] {
+  const out: Endpoint[] = [];
+  for (const slice of slices) {
+    const slicePort = slice.ports.find((p) => p.name === (port.name ?? '') && p.protocol === (port.protocol ?? 'TCP'));
+    if (!slicePort) continue;
+    for (const endpoint of slice.endpoints) out.push({ ...endpoint, port: slicePort.port });
   }
   return out;
 }
@@ -269,17 +341,19 @@ function uniqueDestinations(destinations: IpvsDestination[]): IpvsDestination[] 
   return [...seen.values()];
 }
 
-function nodePortAddresses(inputs: ModelInputs, options: ModelOptions): string[] {
-  if (options.nodePortBindOnAllIp) return [...new Set(inputs.localAddresses.map(canonicalIpvsAddress))];
-  const addresses = (inputs.node?.status?.addresses ?? [])
-    .filter((address) => address.type === 'InternalIP' || address.type === 'ExternalIP')
-    .map((address) => address.address)
-    .filter(isIp)
-    .map(canonicalIpvsAddress);
-  return [...new Set(addresses)];
+/**
+ * Where NodePorts listen. The kernel's own addresses are trusted text; the Node's are read strictly like a Service's,
+ * and one that is not an address is reported (the Node is not a Service, so a failed sync without a Service event).
+ */
+function nodePortAddresses(inputs: ModelInputs, options: ModelOptions, nodeProblems: string[]): ParsedIp[] {
+  const unique = (addresses: ParsedIp[]) => [...new Map(addresses.map((address) => [address.text, address])).values()];
+  if (options.nodePortBindOnAllIp) return unique(inputs.localAddresses.flatMap((text) => parseIp(text) ?? []));
+  const addresses: ParsedIp[] = [];
+  for (const entry of inputs.node?.status?.addresses ?? []) {
+    if (entry.type !== 'InternalIP' && entry.type !== 'ExternalIP') continue;
+    const parsed = parseIp(entry.address);
+    if (parsed) addresses.push(parsed);
+    else nodeProblems.push(`node ${inputs.nodeName}: ${entry.type} ${JSON.stringify(entry.address)} is not an IP address; no NodePort listens on it`);
+  }
+  return unique(addresses);
 }
-
-function isIp(text: string | undefined): text is string {
-  return text !== undefined && text !== '' && ipaddr.isValid(text);
-}
-

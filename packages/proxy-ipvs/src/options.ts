@@ -17,7 +17,7 @@ export const proxyIpvsOptions = z.strictObject({
   nodePortBindOnAllIp: z.boolean().default(false),
   /** --masquerade-all: SNAT all IPVS traffic, not only what comes from outside the pod CIDR. */
   masqueradeAll: z.boolean().default(false),
-  /** Traffic from these is not masqueraded (unless masqueradeAll); empty: the Node's spec.podCIDRs. */
+  /** Traffic from these is not masqueraded (unless masqueradeAll); empty: the Node's pod CIDRs (kube's nodePodCidrs: its annotations, else spec.podCIDRs). */
   podCidrs: z.array(cidrOption).default([]),
   /** --excluded-cidrs: IPVS services and VIPs in these are never cleaned up. */
   excludedCidrs: z.array(cidrOption).default([]),

@@ -1,0 +1,107 @@
+import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+import { parseIp } from '@kube-router/kube';
+import { RecordingRunner } from '@kube-router/netfilter';
+import type { CommandSpec, ScriptedResult } from '@kube-router/netfilter';
+import { describe, expect, it } from 'vitest';
+import { controllerHarness } from './testing/controller-harness.js';
+
+const node: V1Node = { metadata: { name: 'n1' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.1.10' }] } };
+
+function svc(name: string, spec: V1Service['spec']): V1Service {
+  return { metadata: { namespace: 'ns', name }, spec: { ports: [{ name: 'http', protocol: 'TCP', port: 80 }], ...spec } };
+}
+const web = svc('web', { clusterIP: '10.96.0.2', clusterIPs: ['10.96.0.2', 'fd00:96::2'] });
+const webSlice: V1EndpointSlice = {
+  addressType: 'IPv4',
+  metadata: { namespace: 'ns', name: 'web-1', labels: { 'kubernetes.io/service-name': 'web' } },
+  ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
+  endpoints: [{ addresses: ['10.244.0.2'], conditions: { ready: true }, nodeName: 'n1' }],
+};
+/** One bad Service of each kind the fuzzing found; each once stopped the ipset refresh of its whole family. */
+const bad = [
+  svc('port-70000', { clusterIP: '10.96.0.3', ports: [{ name: 'http', protocol: 'TCP', port: 70_000 }] }),
+  svc('zoned', { clusterIP: '10.96.0.4', clusterIPs: ['10.96.0.4', 'fe80::1%eth0'] }),
+  svc('to-string', { clusterIP: '10.96.0.5', ports: [{ name: 'http', protocol: 'toString', port: 80 }] }),
+];
+
+/**
+ * ipset restore as the real one behaves (ipsets.real.test.ts shows it): one element it cannot read fails the whole
+ * batch, so no set of the script is replaced.
+ */
+function ipsetRestore(spec: CommandSpec): ScriptedResult {
+  const lines = (spec.input ?? '').split('\n');
+  for (const [index, line] of lines.entries()) {
+    const [verb, set = '', element = ''] = line.split(' ');
+    if (verb !== 'add') continue;
+    const match = set.includes('svip-prt') ? /^(.+),(tcp|udp|sctp):(\d+)$/.exec(element) : [element, element];
+    const readable = match !== null && parseIp(match[1] as string) !== undefined && Number(match[3] ?? 0) <= 65_535;
+    if (!readable) return { exitCode: 1, stderr: `ipset v7.17: Error in line ${index + 1}: Syntax error: cannot parse ${element}` };
+  }
+  return {};
+}
+
+function fakeNode(): RecordingRunner {
+  return new RecordingRunner()
+    .on((spec) => spec.command === 'ip' && (spec.args ?? []).includes('-j'), { stdout: '[]' })
+    .on((spec) => spec.command === 'ipset' && spec.args?.[0] === 'restore', ipsetRestore);
+}
+const ipsetInput = (runner: RecordingRunner) =>
+  runner.invocations.filter((invocation) => invocation.command === 'ipset' && invocation.args[0] === 'restore').map((invocation) => invocation.input ?? '').join('');
+const ipvsInput = (runner: RecordingRunner) =>
+  runner.invocations.filter((invocation) => invocation.command === 'ipvsadm' && invocation.args.includes('-R')).map((invocation) => invocation.input ?? '').join('');
+
+describe('proxy controller with bad Services beside good ones', () => {
+  it('programs the good Services’ ipset entries and IPVS services in the same sync; each bad one fails alone with a Warning', async () => {
+    const runner = fakeNode();
+    const proxy = controllerHarness(runner, { services: [web, ...bad], slices: [webSlice], node });
+    const failed = await proxy.sync();
+
+    expect(failed.sort()).toEqual(['service/ns/port-70000', 'service/ns/to-string', 'service/ns/zoned']);
+    const sets = ipsetInput(runner);
+    expect(sets).toContain('add kube-router-svip-prt-t 10.96.0.2,tcp:80\n');
+    expect(sets).toContain('add inet6:kube-router-svip-prt-t fd00:96::2,tcp:80\n');
+    // The zoned Service's IPv4 cluster IP is still its own and is programmed; its zoned address is not.
+    expect(sets).toContain('add kube-router-svip-prt-t 10.96.0.4,tcp:80\n');
+    expect(sets).not.toMatch(/70000|fe80|toString|function/);
+    const ipvs = ipvsInput(runner);
+    expect(ipvs).toContain('-A -t 10.96.0.2:80 -s rr\n-a -t 10.96.0.2:80 -r 10.244.0.2:8080 -m -w 1');
+    expect(ipvs).toContain('-A -t [fd00:96::2]:80 -s rr');
+    expect(ipvs).not.toMatch(/70000|fe80|undefined|10\.96\.0\.5/);
+    expect(proxy.warnings.map((warning) => [warning.owner, warning.reason])).toEqual([
+      ['ns/port-70000', 'InvalidServicePort'],
+      ['ns/zoned', 'InvalidServiceAddress'],
+      ['ns/to-string', 'UnsupportedProtocol'],
+    ]);
+  });
+
+  it('reads an address of a Service or an endpoint as the kernel does: 010.0.0.1 and ::1.2.3.4 are not IPv4 8.0.0.1 and 1.2.3.4', async () => {
+    const runner = fakeNode();
+    const octal = svc('octal', { clusterIP: '10.96.0.6', externalIPs: ['010.0.0.1', '::1.2.3.4'] });
+    const octalSlice: V1EndpointSlice = { ...webSlice, metadata: { ...webSlice.metadata, name: 'octal-1', labels: { 'kubernetes.io/service-name': 'octal' } }, endpoints: [{ addresses: ['010.244.0.3', '10.244.0.4'] }] };
+    const proxy = controllerHarness(runner, { services: [web, octal], slices: [webSlice, octalSlice], node });
+
+    expect(await proxy.sync()).toEqual(['service/ns/octal', 'service/ns/octal']);
+    const sets = ipsetInput(runner);
+    expect(sets).not.toMatch(/\b8\.0\.0\.1\b|\b1\.2\.3\.4\b/);
+    expect(sets).toContain('add inet6:kube-router-svip-prt-t ::102:304,tcp:80\n');
+    const ipvs = ipvsInput(runner);
+    expect(ipvs).toContain('-a -t 10.96.0.6:80 -r 10.244.0.4:8080 -m -w 1');
+    expect(ipvs).not.toMatch(/8\.244\.0\.3|8\.0\.0\.1/);
+    expect(proxy.warnings.map((warning) => warning.message)).toEqual([
+      'EndpointSlice octal-1: endpoint address "010.244.0.3" is not an IP address; it is not programmed',
+      'externalip "010.0.0.1" is not an IP address',
+    ]);
+  });
+
+  it('fails the sync for a Node pod CIDR that is not one and keeps it out of the masquerade rules of every Service', async () => {
+    const runner = fakeNode();
+    const oddNode: V1Node = { ...node, spec: { podCIDRs: ['10.244.0.0/24', 'not-a-cidr'] } };
+    const proxy = controllerHarness(runner, { services: [web], slices: [webSlice], node: oddNode });
+
+    expect(await proxy.sync()).toEqual(['node/n1']);
+    const rules = runner.invocations.filter((invocation) => invocation.command === 'iptables-restore').map((invocation) => invocation.input ?? '').join('');
+    expect(rules).toContain('-A KUBE-ROUTER-SVC-MASQ -m ipvs --ipvs --vdir ORIGINAL --vmethod MASQ -j MASQUERADE');
+    expect(rules).not.toContain('not-a-cidr');
+    expect(ipsetInput(runner)).toContain('add kube-router-svip-prt-t 10.96.0.2,tcp:80\n');
+  });
+});
