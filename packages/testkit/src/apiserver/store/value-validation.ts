@@ -6,7 +6,8 @@ import { ipFamilyOf } from './ip-address.js';
 import { nodePortRange } from './service-allocator.js';
 
 /**
- * The checks kube-apiserver's validation makes that the OpenAPI schemas cannot say: port numbers and IP addresses.
+ * The checks kube-apiserver's validation makes that the OpenAPI schemas cannot say: port numbers, IP addresses and
+ * duplicate Node addresses.
  * Code tested against this server must meet the refusals it would meet in a cluster, not store what none would.
  * Values of the wrong JSON type are the schema's to refuse; these checks skip them.
  */
@@ -95,10 +96,18 @@ function endpointSliceCauses(obj: KubeObject): StatusCause[] {
 
 function nodeCauses(obj: KubeObject): StatusCause[] {
   const status = isPlainObject(obj.status) ? obj.status : {};
-  // Hostname and DNS entries are names; only the IP types must be addresses.
-  return objectsAt(status.addresses).flatMap(([address, i]) =>
-    address.type === 'InternalIP' || address.type === 'ExternalIP' ? ipCauses(`status.addresses[${i}].address`, address.address) : [],
-  );
+  // kube-apiserver parses no Node address, not even an InternalIP (the kubelet reports what it finds, names
+  // included); it refuses only a type and address pair listed twice, as field.Duplicate words it.
+  const seen = new Set<string>();
+  return objectsAt(status.addresses).flatMap(([address, i]) => {
+    const key = JSON.stringify([address.type, address.address]);
+    if (!seen.has(key)) {
+      seen.add(key);
+      return [];
+    }
+    const value = `core.NodeAddress{Type:${JSON.stringify(address.type ?? '')}, Address:${JSON.stringify(address.address ?? '')}}`;
+    return [{ reason: 'FieldValueDuplicate', field: `status.addresses[${i}]`, message: `Duplicate value: ${value}` }];
+  });
 }
 
 const causesByKind: Record<string, (obj: KubeObject) => StatusCause[]> = {
