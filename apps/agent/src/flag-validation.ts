@@ -1,4 +1,4 @@
-import { isIp, parseIp } from '@kube-router/kube';
+import { isIp, parseCidr } from '@kube-router/kube';
 import { validateLoadBalancerIPRanges } from '@kube-router/lballoc';
 import { formatGoDuration } from './duration.js';
 import type { FlagValues } from './flags.js';
@@ -116,10 +116,7 @@ export function nodePortRangeProblem(range: string): string | undefined {
 function cidrProblems(flag: string, ranges: readonly string[]): string[] {
   return ranges.flatMap((range) => {
     // Go's net.ParseCIDR, which kube-router reads them with: no `10.1/16`, octal, zone or `/08`.
-    const [address = '', prefix = '', ...rest] = range.split('/');
-    const parsed = parseIp(address);
-    const bits = parsed?.family === 'ipv6' || address.includes(':') ? 128 : 32;
-    if (parsed !== undefined && rest.length === 0 && /^(0|[1-9]\d{0,2})$/.test(prefix) && Number(prefix) <= bits) return [];
+    if (parseCidr(range) !== undefined) return [];
     return [`--${flag} ${JSON.stringify(range)} is not a CIDR such as 10.96.0.0/12 or fd00::/108`];
   });
 }

@@ -53,7 +53,7 @@ export { nodePodCidrs, POD_CIDR_ANNOTATION, POD_CIDRS_ANNOTATION } from './node-
 export type { NodePodCidrSource } from './node-pod-cidrs.js';
 export { cidrOption, serviceAddressValidator, strictServiceAddressOptionFields, strictServiceAddressRanges } from './service-addresses.js';
 export { inCidrs, parseCidrs } from './cidrs.js';
-export { isIp, parseIp } from './ip-address.js';
-export type { IpFamily, ParsedIp } from './ip-address.js';
+export { isIp, parseCidr, parseIp } from './ip-address.js';
+export type { IpCidr, IpFamily, ParsedIp } from './ip-address.js';
 export type { ParsedCidr } from './cidrs.js';
 export type { ServiceAddressRanges, ValidatedAddressKind } from './service-addresses.js';

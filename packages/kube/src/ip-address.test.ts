@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isIp, parseIp } from './ip-address.js';
+import { isIp, parseCidr, parseIp } from './ip-address.js';
 
 describe('parseIp', () => {
   it.each([
@@ -60,4 +60,26 @@ describe('parseIp', () => {
       }),
     );
   });
+});
+
+describe('parseCidr', () => {
+  it('reads a CIDR as net.ParseCIDR does', () => {
+    expect(parseCidr('10.244.0.0/24')).toMatchObject({ family: 'ipv4', prefixLength: 24 });
+    expect(parseCidr('fd00:10:244::/64')).toMatchObject({ family: 'ipv6', prefixLength: 64 });
+    expect(parseCidr('::1.2.3.0/120')?.address.toString()).toBe('::102:300');
+    expect(parseCidr('0.0.0.0/0')).toMatchObject({ family: 'ipv4', prefixLength: 0 });
+  });
+
+  it('keeps the address as written and gives its network, as net.ParseCIDR gives both', () => {
+    const cidr = parseCidr('10.1.2.3/16');
+    expect([cidr?.address.toString(), cidr?.network.toString()]).toEqual(['10.1.2.3', '10.1.0.0']);
+    expect(parseCidr('fd00:1:2::5/32')?.network.toString()).toBe('fd00:1::');
+  });
+
+  it.each(['010.244.0.0/24', '10.244.0.0/024', '10.244.0.0/33', 'fd00::/129', 'fd00::%eth0/64', '::ffff:10.0.0.0/104', '10.244.0.0', '10.244/16', '10.0.0.0/8/8', '/8', ''])(
+    'refuses %j',
+    (text) => {
+      expect(parseCidr(text)).toBeUndefined();
+    },
+  );
 });

@@ -53,3 +53,32 @@ function withHexTail(text: string): string {
   const [a = 0, b = 0, c = 0, d = 0] = tail.split('.').map(Number);
   return `${text.slice(0, lastColon + 1)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
 }
+
+export interface IpCidr {
+  family: IpFamily;
+  /** The address as written (host bits kept), parsed as parseIp parses it. */
+  address: ipaddr.IPv4 | ipaddr.IPv6;
+  /** The address with its host bits cleared: net.ParseCIDR's IPNet, which is how kube-router reads `10.1.2.3/16`. */
+  network: ipaddr.IPv4 | ipaddr.IPv6;
+  prefixLength: number;
+}
+
+/**
+ * A CIDR as Go's net.ParseCIDR reads it: an address parseIp takes, `/`, a plain decimal prefix length (`/08` is
+ * none) within the family. An IPv4-mapped IPv6 network (`::ffff:10.0.0.0/104`) is refused: parseIp reads its address
+ * as IPv4, which would take the wrong prefix length. ipaddr.js's parseCIDR read `010.244.0.0/24` as 8.244.0.0/24.
+ */
+export function parseCidr(text: string): IpCidr | undefined {
+  if (typeof text !== 'string') return undefined;
+  const slash = text.indexOf('/');
+  const addressText = text.slice(0, slash);
+  const prefix = text.slice(slash + 1);
+  const parsed = slash < 0 ? undefined : parseIp(addressText);
+  if (parsed === undefined || !/^(0|[1-9]\d{0,2})$/.test(prefix)) return undefined;
+  if (parsed.family === 'ipv4' && addressText.includes(':')) return undefined;
+  const prefixLength = Number(prefix);
+  if (prefixLength > (parsed.family === 'ipv4' ? 32 : 128)) return undefined;
+  const spelled = `${parsed.address.toString()}/${prefixLength}`;
+  const network = parsed.family === 'ipv4' ? ipaddr.IPv4.networkAddressFromCIDR(spelled) : ipaddr.IPv6.networkAddressFromCIDR(spelled);
+  return { family: parsed.family, address: parsed.address, network, prefixLength };
+}

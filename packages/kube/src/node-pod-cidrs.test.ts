@@ -23,4 +23,9 @@ describe('nodePodCidrs', () => {
       'node n2: spec.podCIDRs: 10.244.1.5/24 is not a network address (10.244.1.0/24)',
     );
   });
+
+  it('reads a pod CIDR strictly: 010.244.0.0/24 was 8.244.0.0/24, ::1.2.3.0/120 an IPv4 network', () => {
+    expect(() => nodePodCidrs({ metadata: { name: 'n1' }, spec: { podCIDRs: ['010.244.0.0/24'] } })).toThrow('not a CIDR: "010.244.0.0/24"');
+    expect(nodePodCidrs({ metadata: { name: 'n1' }, spec: { podCIDRs: ['::1.2.3.0/120'] } })).toEqual(['::102:300/120']);
+  });
 });

@@ -1,4 +1,4 @@
-import ipaddr from 'ipaddr.js';
+import { parseCidr } from './ip-address.js';
 
 /** The parts of a Node that name its pod CIDRs. */
 export interface NodePodCidrSource {
@@ -31,15 +31,10 @@ export function nodePodCidrs(node: NodePodCidrSource | undefined): string[] {
     .map((value) => value.trim())
     .filter((value) => value !== '')
     .map((value) => {
-      let address: ipaddr.IPv4 | ipaddr.IPv6;
-      let length: number;
-      try {
-        [address, length] = ipaddr.parseCIDR(value);
-      } catch {
-        throw new RangeError(`${where}: not a CIDR: ${JSON.stringify(value)}`);
-      }
-      const network =
-        address.kind() === 'ipv4' ? ipaddr.IPv4.networkAddressFromCIDR(value) : ipaddr.IPv6.networkAddressFromCIDR(value);
+      // Read strictly: ipaddr.js's parseCIDR took 010.244.0.0/24 for 8.244.0.0/24.
+      const parsed = parseCidr(value);
+      if (parsed === undefined) throw new RangeError(`${where}: not a CIDR: ${JSON.stringify(value)}`);
+      const { address, network, prefixLength: length } = parsed;
       if (network.toString() !== address.toString()) {
         throw new RangeError(`${where}: ${value} is not a network address (${network.toString()}/${length})`);
       }

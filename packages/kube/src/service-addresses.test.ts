@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { serviceAddressValidator, strictServiceAddressOptionFields, strictServiceAddressRanges } from './service-addresses.js';
+import { cidrOption, serviceAddressValidator, strictServiceAddressOptionFields, strictServiceAddressRanges } from './service-addresses.js';
 
 describe('serviceAddressValidator (--strict-external-ip-validation)', () => {
   const validate = serviceAddressValidator({
@@ -49,6 +49,11 @@ describe('strictServiceAddressOptionFields and strictServiceAddressRanges', () =
     expect(strictServiceAddressRanges(defaults)).toBeUndefined();
     const strict = schema.parse({ strictExternalIpValidation: true, serviceExternalIpRanges: ['192.0.2.0/24'], serviceClusterIpRanges: ['10.96.0.0/12'] });
     expect(strictServiceAddressRanges(strict)).toEqual({ externalIpRanges: ['192.0.2.0/24'], loadBalancerIpRanges: [], clusterIpRanges: ['10.96.0.0/12'] });
+  });
+
+  it('refuses CIDRs that Go refuses as options: 010.96.0.0/12 (ipaddr.js: 8.96.0.0/12), a zone, /012', () => {
+    for (const text of ['010.96.0.0/12', 'fd00::%eth0/108', '10.96.0.0/012']) expect(cidrOption.safeParse(text).success, text).toBe(false);
+    expect(cidrOption.safeParse('10.96.0.0/12').success).toBe(true);
   });
 
   it('refuses a range that is not a CIDR, naming the field', () => {

@@ -1,7 +1,6 @@
-import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
 import { inCidrs, parseCidrs } from './cidrs.js';
-import { isIp } from './ip-address.js';
+import { isIp, parseCidr } from './ip-address.js';
 
 /** The ranges of kube-router's --strict-external-ip-validation: its --service-external-ip-range, --loadbalancer-ip-range and --service-cluster-ip-range. */
 export interface ServiceAddressRanges {
@@ -11,7 +10,7 @@ export interface ServiceAddressRanges {
 }
 
 /** An option that holds a CIDR of either family; the plugins' schemas share it, so that one means the same everywhere. */
-export const cidrOption = z.string().refine((value) => ipaddr.isValidCIDR(value), 'must be a CIDR such as 192.0.2.0/24');
+export const cidrOption = z.string().refine((value) => parseCidr(value) !== undefined, 'must be a CIDR such as 192.0.2.0/24');
 
 /**
  * kube-router's --strict-external-ip-validation and its ranges, as every plugin that programs or announces Service
@@ -77,5 +76,5 @@ export function serviceAddressValidator(ranges: ServiceAddressRanges): (kind: Va
 }
 
 function parseValid(cidrs: readonly string[]) {
-  return parseCidrs(cidrs.filter((cidr) => ipaddr.isValidCIDR(cidr)));
+  return parseCidrs(cidrs.filter((cidr) => parseCidr(cidr) !== undefined));
 }

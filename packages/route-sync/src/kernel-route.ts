@@ -1,6 +1,5 @@
 import type { InjectedRoute } from '@kube-router/controller';
-import { parseIp } from '@kube-router/kube';
-import ipaddr from 'ipaddr.js';
+import { parseCidr, parseIp } from '@kube-router/kube';
 import type { IpFamily, IpRoute } from '@kube-router/netfilter';
 
 /** The kernel's main routing table, where a route without a table goes. */
@@ -112,15 +111,8 @@ function cached(key: string, compute: () => string | undefined): string | undefi
 /** A CIDR as network address and prefix length; undefined when it is not one. */
 function canonicalCidr(text: string): string | undefined {
   return cached(`cidr ${text}`, () => {
-    const [address = '', prefix = '', ...rest] = text.split('/');
-    const parsed = parseIp(address);
-    // An IPv4-mapped IPv6 network (`::ffff:10.0.0.0/104`) reads as IPv4 and would take the wrong prefix length.
-    if (rest.length > 0 || !/^(0|[1-9]\d{0,2})$/.test(prefix) || parsed === undefined || (parsed.family === 'ipv4') !== !address.includes(':')) {
-      return undefined;
-    }
-    const length = Number(prefix);
-    if (length > (parsed.family === 'ipv4' ? 32 : 128)) return undefined;
-    return canonicalNetwork(parsed.address, length);
+    const parsed = parseCidr(text);
+    return parsed && `${parsed.network.toString()}/${parsed.prefixLength}`;
   });
 }
 
@@ -134,14 +126,6 @@ function canonicalAddress(text: string): string | undefined {
     const parsed = parseIp(text);
     return parsed && `${parsed.family === 'ipv4' ? 4 : 6} ${parsed.text}`;
   });
-}
-
-function canonicalNetwork(address: ipaddr.IPv4 | ipaddr.IPv6, prefix: number): string {
-  const network =
-    address.kind() === 'ipv4'
-      ? ipaddr.IPv4.networkAddressFromCIDR(`${address.toString()}/${prefix}`)
-      : ipaddr.IPv6.networkAddressFromCIDR(`${address.toString()}/${prefix}`);
-  return `${network.toString()}/${prefix}`;
 }
 
 /** Whether the installed route already is the wanted one: same next hop, and the wanted device if one is named. */

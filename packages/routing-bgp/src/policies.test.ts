@@ -32,6 +32,18 @@ describe('nodePolicySettings', () => {
     });
   });
 
+  it('reads customimportreject as net.ParseCIDR does: 010.0.0.0/8 (ipaddr.js: 8.0.0.0/8), a zone or /08 is a problem', () => {
+    const { settings, problems } = nodePolicySettings(
+      node({ 'kube-router.io/node.bgp.customimportreject': '010.0.0.0/8,fe80::%eth0/64,10.0.0.0/08,::1.2.3.0/120' }),
+    );
+    expect(settings.customImportReject).toEqual(['::102:300/120']);
+    expect(problems.map((p) => p.message)).toEqual([
+      '"010.0.0.0/8" is not a CIDR; it is not rejected',
+      '"fe80::%eth0/64" is not a CIDR; it is not rejected',
+      '"10.0.0.0/08" is not a CIDR; it is not rejected',
+    ]);
+  });
+
   it('drops each bad entry with a problem and keeps the good ones', () => {
     const { settings, problems } = nodePolicySettings(
       node({

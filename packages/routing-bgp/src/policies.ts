@@ -1,6 +1,6 @@
 import type { V1Node } from '@kubernetes/client-node';
-import ipaddr from 'ipaddr.js';
 import type { DefinedSet, PolicyAssignment, PolicyDirection, PolicyStatement, RouteAction, RoutingPolicy } from './gobgp-api.js';
+import { parseCidr } from '@kube-router/kube';
 import { familyOf, type Family } from './nodes.js';
 import { parseGoUint, splitList } from './parse.js';
 
@@ -102,13 +102,12 @@ export function nodePolicySettings(node: V1Node): { settings: NodePolicySettings
   }
 
   for (const cidr of splitList(annotations[NODE_CUSTOM_IMPORT_REJECT_ANNOTATION])) {
-    try {
-      const [address, length] = ipaddr.parseCIDR(cidr);
-      // kube-router (net.ParseCIDR) takes 10.1.2.3/16 as 10.1.0.0/16.
-      const network = address.kind() === 'ipv6' ? ipaddr.IPv6.networkAddressFromCIDR(cidr) : ipaddr.IPv4.networkAddressFromCIDR(cidr);
-      settings.customImportReject.push(`${network.toString()}/${length}`);
-    } catch {
+    // Read as net.ParseCIDR reads it (kube-router takes 10.1.2.3/16 as 10.1.0.0/16); ipaddr.js took 010.0.0.0/8 for 8.0.0.0/8.
+    const parsed = parseCidr(cidr);
+    if (parsed === undefined) {
       problems.push({ annotation: NODE_CUSTOM_IMPORT_REJECT_ANNOTATION, message: `${JSON.stringify(cidr)} is not a CIDR; it is not rejected` });
+    } else {
+      settings.customImportReject.push(`${parsed.network.toString()}/${parsed.prefixLength}`);
     }
   }
   return { settings, problems };
