@@ -16,8 +16,8 @@ export { findExecutable, hasTool } from './executables.js';
 export { inetFamily, kernelHasFamily } from './family.js';
 export type { IpFamily } from './family.js';
 
-export { Iptables } from './iptables.js';
-export type { IptablesBackend, IptablesOptions, IptablesVersion } from './iptables.js';
+export { Iptables, iptablesBinary } from './iptables.js';
+export type { IptablesBackend, IptablesOptions, IptablesTool, IptablesVersion } from './iptables.js';
 export { MAX_CHAIN_NAME_LENGTH, assertOwnChainName, renderIptablesRestore } from './iptables-restore.js';
 export type { RestoreChain, RestoreTable } from './iptables-restore.js';
 export { parseIptablesSave, selectOwnChains } from './iptables-save.js';

@@ -29,6 +29,15 @@ export interface IptablesVersion {
   readonly backend: 'nf_tables' | 'legacy';
 }
 
+export type IptablesTool = 'iptables' | 'restore' | 'save';
+
+/** The binary of `tool` for a family and backend (`ip6tables-nft-save`): what a plugin's `tools` names and runs. */
+export function iptablesBinary(family: IpFamily, backend: IptablesBackend, tool: IptablesTool): string {
+  const base = family === 'ipv4' ? 'iptables' : 'ip6tables';
+  const suffix = backend === 'default' ? '' : `-${backend}`;
+  return tool === 'iptables' ? `${base}${suffix}` : `${base}${suffix}-${tool}`;
+}
+
 /**
  * iptables or ip6tables of one backend, optionally inside a network namespace. Restores are always `--noflush`, so
  * they touch only the chains their input declares; every command waits for the xtables lock and runs under the
@@ -62,10 +71,8 @@ export class Iptables {
   }
 
   /** The binary of `tool`: iptables, iptables-restore, ip6tables-nft-save, ... */
-  binary(tool: 'iptables' | 'restore' | 'save'): string {
-    const base = this.family === 'ipv4' ? 'iptables' : 'ip6tables';
-    const backend = this.backend === 'default' ? '' : `-${this.backend}`;
-    return tool === 'iptables' ? `${base}${backend}` : `${base}${backend}-${tool}`;
+  binary(tool: IptablesTool): string {
+    return iptablesBinary(this.family, this.backend, tool);
   }
 
   /**

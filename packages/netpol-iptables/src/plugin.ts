@@ -1,9 +1,9 @@
 import { definePlugin } from '@kube-router/controller';
 import type { ControllerPlugin } from '@kube-router/controller';
 import { KubeServices } from '@kube-router/kube';
-import { ExecRunner } from '@kube-router/netfilter';
+import { ExecRunner, iptablesBinary } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
-import { informerSources, NETPOL_CONTROLLER } from '@kube-router/netpol';
+import { informerSources, NETPOL_CONTROLLER, netpolFamilies } from '@kube-router/netpol';
 import { createNetpolController } from './controller.js';
 import { removeIptablesNetpol } from './cleanup.js';
 import { netpolIptablesOptions } from './options.js';
@@ -28,8 +28,10 @@ export function createNetpolIptablesPlugin(
         ? []
         : [
             'ipset',
-            ...(options.enableIpv4 ? ['iptables-save', 'iptables-restore'] : []),
-            ...(options.enableIpv6 ? ['ip6tables-save', 'ip6tables-restore'] : []),
+            ...netpolFamilies(options).flatMap((family) => [
+              iptablesBinary(family, options.iptablesBackend, 'save'),
+              iptablesBinary(family, options.iptablesBackend, 'restore'),
+            ]),
           ],
     create(ctx, options) {
       const kube = ctx.services.get(KubeServices);
@@ -45,7 +47,7 @@ export function createNetpolIptablesPlugin(
     },
     // --cleanup-config: our jumps, chains and ipsets, and the nftables backend's tables; nothing of anyone else's.
     async cleanup(ctx, options) {
-      const families = [...(options.enableIpv4 ? ['ipv4' as const] : []), ...(options.enableIpv6 ? ['ipv6' as const] : [])];
+      const families = netpolFamilies(options);
       await removeIptablesNetpol({
         runner: overrides.runner ?? new ExecRunner({ logger: ctx.logger }),
         families,

@@ -2,8 +2,8 @@ import { definePlugin } from '@kube-router/controller';
 import type { ControllerPlugin } from '@kube-router/controller';
 import { KubeServices } from '@kube-router/kube';
 import type { KubeContext } from '@kube-router/kube';
-import { ExecRunner } from '@kube-router/netfilter';
-import type { CommandRunner } from '@kube-router/netfilter';
+import { ExecRunner, iptablesBinary } from '@kube-router/netfilter';
+import type { CommandRunner, IpFamily } from '@kube-router/netfilter';
 import type { Logger } from 'pino';
 import { createProxyController, PROXY_CONTROLLER } from './controller.js';
 import type { ProxySources } from './controller.js';
@@ -23,6 +23,20 @@ export function createProxyIpvsPlugin(overrides: ProxyIpvsPluginOverrides = {}):
     name: PROXY_CONTROLLER,
     version: '0.1.0',
     options: proxyIpvsOptions,
+    // A test's runner (one into a QEMU guest) stands in for the tools.
+    tools: (options) =>
+      overrides.runner
+        ? []
+        : [
+            'ipvsadm',
+            'ipset',
+            'ip',
+            'sysctl',
+            ...enabledFamilies(options).flatMap((family) => [
+              iptablesBinary(family, options.iptablesBackend, 'save'),
+              iptablesBinary(family, options.iptablesBackend, 'restore'),
+            ]),
+          ],
     create(ctx, options) {
       const kube = ctx.services.get(KubeServices);
       return createProxyController(
@@ -33,12 +47,11 @@ export function createProxyIpvsPlugin(overrides: ProxyIpvsPluginOverrides = {}):
     },
     async cleanup(ctx, options) {
       const runner = overrides.runner ?? new ExecRunner({ logger: ctx.logger });
-      const families = [...(options.enableIpv4 ? (['ipv4'] as const) : []), ...(options.enableIpv6 ? (['ipv6'] as const) : [])];
       const dataplane = new Dataplane({
         runner,
         ...(options.netns !== undefined && { netns: options.netns }),
         timeoutMs: options.commandTimeoutMs,
-        families,
+        families: enabledFamilies(options),
         iptablesBackend: options.iptablesBackend,
       });
       const excluded = parseCidrs(options.excludedCidrs);
@@ -47,6 +60,10 @@ export function createProxyIpvsPlugin(overrides: ProxyIpvsPluginOverrides = {}):
       if (errors.length > 0) throw new AggregateError(errors, `proxy cleanup: ${errors.map((error) => error.message).join('; ')}`);
     },
   });
+}
+
+function enabledFamilies(options: ResolvedProxyIpvsOptions): IpFamily[] {
+  return [...(options.enableIpv4 ? (['ipv4'] as const) : []), ...(options.enableIpv6 ? (['ipv6'] as const) : [])];
 }
 
 /** Kubernetes Services on IPVS, as kube-router's --run-service-proxy. */
