@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine, as root, for running the agent's lab and the tests: the kernel tools the
-# dataplane drives, the BGP speakers (gobgpd and its protos; BIRD and FRR as peers), QEMU with busybox and ipvsadm for
-# the guest tier that has the kernel features the host lacks (IPVS, dummy, ipip), promtool for the alert rules,
-# kubectl for the API server tests, then the npm workspace.
+# dataplane drives, the BGP speakers (gobgpd and its protos; BIRD and FRR as peers), the CNI plugins a kubelet runs
+# (bridge, host-local), QEMU with busybox and ipvsadm for the guest tier that has the kernel features the host lacks
+# (IPVS, dummy, ipip), promtool for the alert rules, kubectl for the API server tests, then the npm workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(iptables ipset nftables iproute2 conntrack prometheus ca-certificates
-  gobgpd golang-github-osrg-gobgp-dev bird2 frr
+  gobgpd golang-github-osrg-gobgp-dev bird2 frr containernetworking-plugins
   qemu-system-x86 busybox-static ipvsadm cpio kmod)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -132,6 +132,7 @@ export function routingBgpOptions(config: AgentConfig): RoutingBgpOptions {
     enablePodEgress: routing.enablePodEgress,
     enableCni: routing.enableCni,
     autoMtu: routing.autoMtu,
+    ...(routing.cniConfFile !== undefined && { cniConfFile: routing.cniConfFile }),
     ...(routing.gobgpAdmin.address !== '' && { gobgpAdminAddress: routing.gobgpAdmin.address }),
     gobgpAdminPort: routing.gobgpAdmin.port,
     peerRouters: usablePeerRouters(routing.peers),

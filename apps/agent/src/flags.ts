@@ -259,6 +259,8 @@ export interface AgentConfig {
     autoMtu: boolean;
     /** --enable-cni. */
     enableCni: boolean;
+    /** $KUBE_ROUTER_CNI_CONF_FILE (kube-router's default /etc/cni/net.d/10-kuberouter.conf when unset or empty). */
+    cniConfFile: string | undefined;
     /** --enable-ibgp. */
     enableIbgp: boolean;
     /** --nodes-full-mesh. */
@@ -430,6 +432,7 @@ function toConfig(v: FlagValues, env: NodeJS.ProcessEnv): AgentConfig {
       advertisePodCidr: v['advertise-pod-cidr'],
       autoMtu: v['auto-mtu'],
       enableCni: v['enable-cni'],
+      cniConfFile: env.KUBE_ROUTER_CNI_CONF_FILE || undefined,
       enableIbgp: v['enable-ibgp'],
       nodesFullMesh: v['nodes-full-mesh'],
       enableOverlay: v['enable-overlay'],

@@ -4,7 +4,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomInt } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { defaultCatalog, FLAGS } from '@kube-router/agent';
@@ -128,6 +128,16 @@ describe.skipIf(!isRoot).each([
     ]);
     for (const node of nodes) expect(node.status.conditions).toContainEqual(expect.objectContaining({ type: 'Ready', status: 'True' }));
     expect(await kubectl('get', 'nodes')).toMatch(/lab-node-1\s+Ready[\s\S]*lab-node-2\s+Ready/);
+  });
+
+  it("fills each node's kube-router CNI file with the node's pod CIDRs (--enable-cni), and makes kube-bridge", async () => {
+    const nodes = (JSON.parse(await kubectl('get', 'nodes', '-o', 'json')) as { items: { metadata: { name: string }; spec: { podCIDRs: string[] } }[] }).items;
+    for (const node of nodes) {
+      const file = join(dirname(kubeconfig), node.metadata.name, '10-kuberouter.conflist');
+      const written = JSON.parse(await readFile(file, 'utf8')) as { plugins: { type: string; mtu?: number; ipam: { ranges?: unknown } }[] };
+      expect(written.plugins[0]).toMatchObject({ type: 'bridge', ipam: { ranges: node.spec.podCIDRs.map((subnet) => [{ subnet }]) } });
+      expect(written.plugins[0]!.mtu).toBeGreaterThan(0);
+    }
   });
 
   it('runs the seeded pods in network namespaces on their nodes', async () => {

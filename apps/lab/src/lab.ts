@@ -10,7 +10,7 @@
  * Without root it runs one agent in-process with no dataplane (LoadBalancer allocation only), on 127.0.0.1.
  */
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,7 +25,7 @@ import {
   type LabCluster,
   type LabUnderlay,
 } from '@kube-router/testkit';
-import { hasTool } from '@kube-router/testkit';
+import { hasTool, KUBE_ROUTER_CNI_CONF_NAME, KUBE_ROUTER_CNI_CONFLIST } from '@kube-router/testkit';
 import { defaultCatalog, environmentFor, FLAGS, parseFlags, runCli } from '@kube-router/agent';
 import { startExternalRouter, type ExternalRouter } from './external-router.js';
 import { labCatalog } from './lab-catalog.js';
@@ -170,11 +170,17 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
     router = await startRouter(cluster);
     const routerFlags = router ? externalRouterFlags(router) : [];
     for (const node of cluster.nodes) {
+      // Each node's /etc/cni/net.d as kube-router's install-cni init container leaves it: the ConfigMap's conflist,
+      // without ranges until the agent writes the node's pod CIDRs into it.
+      const cniConfFile = join(workdir, node.nodeName, KUBE_ROUTER_CNI_CONF_NAME);
+      await mkdir(dirname(cniConfFile), { recursive: true });
+      await writeFile(cniConfFile, JSON.stringify(KUBE_ROUTER_CNI_CONFLIST, null, 2));
       agents.push(
         new NodeAgent({
           nodeName: node.nodeName,
           netns: node.nodeNetns,
           ...(settings.agentCli !== undefined && { cli: settings.agentCli }),
+          env: { KUBE_ROUTER_CNI_CONF_FILE: cniConfFile },
           args: agentFlags([`--kubeconfig=${kubeconfig}`, `--hostname-override=${node.nodeName}`, ...routerFlags]),
           logger: log,
           onLine: (stream, line) => (stream === 'stdout' ? process.stdout : process.stderr).write(`${line}\n`),

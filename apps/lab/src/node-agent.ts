@@ -16,6 +16,8 @@ export interface NodeAgentOptions {
   cli?: string;
   /** kube-router flags. */
   args: readonly string[];
+  /** Environment the DaemonSet would give the container (KUBE_ROUTER_CNI_CONF_FILE, ...). */
+  env?: Readonly<Record<string, string>>;
   /** Receives every line the agent writes (JSON logs on stdout, messages on stderr). */
   onLine(stream: 'stdout' | 'stderr', line: string): void;
   logger: Logger;
@@ -46,7 +48,7 @@ export class NodeAgent {
         detached: true,
         stdio: ['ignore', 'pipe', 'pipe'],
         // Leader election identity, as a DaemonSet's downward API would set it: one per node.
-        env: { ...process.env, POD_NAME: `kube-router-${options.nodeName}`, POD_NAMESPACE: 'kube-system' },
+        env: { ...process.env, POD_NAME: `kube-router-${options.nodeName}`, POD_NAMESPACE: 'kube-system', ...options.env },
       },
     );
     for (const stream of ['stdout', 'stderr'] as const) {

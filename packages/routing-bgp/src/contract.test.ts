@@ -72,6 +72,7 @@ describe.skipIf(skipReason)(`routing-bgp contract${skipReason ? ` (skipped: ${sk
           manageGobgpd: false,
           gobgpApiSocket: socket,
           netns: node.netns,
+          cniConfFile: node.cniConfFile,
           bgpPort: await freePort(),
           enablePodEgress: false,
           syncTimeoutMs: 1_500,

@@ -31,6 +31,7 @@ import { isLocalPath, isUnicast, learnedBestPaths, pathNextHop, pathPrefix, podC
 import { OwnedPeers, type WantedPeer } from './peer-sync.js';
 import { externalPeerConfigs, internalPeerConfigs, type PeeringSettings } from './peering.js';
 import { PodEgress } from './pod-egress.js';
+import { PodNetwork } from './pod-network.js';
 import { buildRoutingPolicy, nodePolicySettings, PolicyReconciler } from './policies.js';
 import { reflectorRole, type ReflectorRole } from './route-reflector.js';
 import { isVipPath, planServiceVips, VipAdvertiser, type VipAddressValidation, type VipFlags } from './vips.js';
@@ -65,6 +66,8 @@ export interface RoutingSettings {
   overrideNextHop: boolean;
   /** --enable-pod-egress. */
   enablePodEgress: boolean;
+  /** kube-bridge and the CNI file (--enable-cni gives the file, --auto-mtu the MTU). */
+  podNetwork?: { cniConfFile?: string; autoMtu: boolean };
   /** gobgpd's API: `host:port` (--gobgp-admin-address, --gobgp-admin-port) or `unix:///path`. */
   apiTarget: string;
   /** Runs and supervises gobgpd; false drives a gobgpd someone else runs at apiTarget. */
@@ -121,6 +124,7 @@ export function createRoutingController(
   const logger = ctx.logger;
   const metrics: RoutingMetrics = createRoutingMetrics(ctx.metrics.registry);
   const ip = new IpRoute2({ runner: deps.runner, ...(settings.netns && { netns: settings.netns }) });
+  const podNetwork = settings.podNetwork && new PodNetwork({ ip, logger, ...settings.podNetwork });
   const podEgress = new PodEgress({ runner: deps.runner, ...(settings.netns && { netns: settings.netns }) });
   let client: GobgpClient | undefined;
   let supervisor: GobgpdSupervisor | undefined;
@@ -617,6 +621,8 @@ export function createRoutingController(
         const localAsn = nodeAsn(me) ?? settings.clusterAsn;
         const podCidrs = (await failures.attempt(`node/${ctx.nodeName}/pod-cidrs`, () => nodePodCidrs(me))) ?? [];
         self = { addresses, podCidrs };
+        // Before BGP: pods on this node get addresses from the CNI file whether or not any peer is up.
+        if (podNetwork) await failures.attempt('pod-network', () => podNetwork.sync(podCidrs, addresses.primary));
 
         // Read when BGP starts (gobgpd cannot change its listeners while it runs); a bad value listens on the node's.
         const listenAddresses = await wantedListenAddresses(me, addresses, failures);

@@ -7,6 +7,7 @@ import { asnProblem } from './external-peers.js';
 import { canonicalAddress } from './parse.js';
 import { DEFAULT_GOBGP_PROTO_DIR } from './gobgp-api.js';
 import { killOurGobgpd } from './gobgpd.js';
+import { DEFAULT_CNI_CONF_FILE } from './pod-network.js';
 
 const port = z.number().int().min(1).max(65_535);
 
@@ -57,9 +58,11 @@ export const routingBgpOptions = z
     overrideNextHop: z.boolean().default(false),
     /** --enable-pod-egress (true): kube-router's MASQUERADE rule for pod traffic leaving the cluster. */
     enablePodEgress: z.boolean().default(true),
-    /** --enable-cni (true): accepted; this agent writes no CNI configuration (see docs/routing-bgp.md). */
+    /** --enable-cni (true): every sync adds this node's pod CIDRs to the CNI file's host-local ranges. */
     enableCni: z.boolean().default(true),
-    /** --auto-mtu (true): accepted; without a CNI bridge of ours there is no MTU to set (see docs/routing-bgp.md). */
+    /** KUBE_ROUTER_CNI_CONF_FILE: the CNI file --enable-cni keeps (`.conflist` names a configuration list). */
+    cniConfFile: z.string().startsWith('/').default(DEFAULT_CNI_CONF_FILE),
+    /** --auto-mtu (true): kube-bridge and the CNI file's bridge take the MTU of the node's interface. */
     autoMtu: z.boolean().default(true),
     /** --gobgp-admin-address (127.0.0.1). */
     gobgpAdminAddress: z.string().min(1).default('127.0.0.1'),
@@ -137,6 +140,7 @@ function settingsOf(options: ParsedOptions): RoutingSettings {
     ...(vipValidation && { vipValidation }),
     overrideNextHop: options.overrideNextHop,
     enablePodEgress: options.enablePodEgress,
+    podNetwork: { autoMtu: options.autoMtu, ...(options.enableCni && { cniConfFile: options.cniConfFile }) },
     apiTarget: gobgpApiTarget(options),
     manageGobgpd: options.manageGobgpd,
     gobgpdBinary: options.gobgpdBinary,
@@ -169,9 +173,6 @@ export const routingBgpPlugin = definePlugin({
   create(ctx, options) {
     const kube = ctx.services.get(KubeServices);
     const routes = ctx.services.get(routeSyncServiceKey);
-    if (options.enableCni || options.autoMtu) {
-      ctx.logger.debug({ enableCni: options.enableCni, autoMtu: options.autoMtu }, 'no CNI configuration or MTU is written by this agent');
-    }
     const nodes = kube.informers.nodes();
     const services = kube.informers.services();
     const slices = kube.informers.endpointSlices();

@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort, labSkipReason, startApiServer, type ApiServer, waitFor } from '@kube-router/testkit';
 import { GobgpClient } from './gobgp-api.js';
@@ -72,6 +73,11 @@ describe.skipIf(skipReason)(`routing-bgp with real gobgpd in network namespaces$
     cleanups.push(await tcpListener(n1.podNetns, 8080));
     expect(await tcpConnect(n1.podNetns, n2.podIp, 8080)).toBe('open');
     expect(await tcpConnect(n2.podNetns, n1.podIp, 8080)).toBe('open');
+    // --enable-cni: each node's kubeadm CNI file now gives host-local that node's pod CIDR.
+    for (const agent of agents) {
+      const written = JSON.parse(await readFile(agent.node.cniConfFile, 'utf8')) as { plugins: { ipam: { ranges?: unknown } }[] };
+      expect(written.plugins[0]!.ipam.ranges).toEqual([[{ subnet: agent.node.podCidr }]]);
+    }
     const peerInfo = async () => (await agents[0]!.metrics.registry.getSingleMetric('kube_router_bgp_peer_info')!.get()).values;
     await waitFor('peer_info established', async () =>
       (await peerInfo()).some((v) => v.labels.address === n2.address && v.labels.state === 'established'));

@@ -25,3 +25,6 @@ export type { PatchType } from './apiserver/patch/apply-patch.js';
 export type { LabelSelector, LabelRequirement } from './apiserver/selectors/label-selector.js';
 
 export * from './lab/index.js';
+export { cniAdd, cniDel, DEFAULT_CNI_PATH } from './cni/cni-runner.js';
+export type { CniAddResult, CniInvocation } from './cni/cni-runner.js';
+export { KUBE_ROUTER_CNI_CONFLIST, KUBE_ROUTER_CNI_CONF_NAME } from './cni/kube-router-cni-conf.js';

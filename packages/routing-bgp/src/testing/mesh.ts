@@ -2,7 +2,7 @@
  * A BGP test cluster on one machine: an underlay namespace with a bridge, one namespace per node joined to it by a
  * veth, and a pod namespace behind each node. Every name starts with `tbgp<run>`; teardown removes all of it.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1Node } from '@kubernetes/client-node';
@@ -19,7 +19,7 @@ import { createKubeContext, KubeServices, loadKubeConfig, type KubeContext } fro
 import { AgentMetrics } from '@kube-router/metrics';
 import { ExecRunner } from '@kube-router/netfilter';
 import { createRouteSyncPlugin } from '@kube-router/route-sync';
-import type { ApiServer } from '@kube-router/testkit';
+import { KUBE_ROUTER_CNI_CONF_NAME, KUBE_ROUTER_CNI_CONFLIST, type ApiServer } from '@kube-router/testkit';
 import pino from 'pino';
 import { routingBgpPlugin, type RoutingBgpOptions } from '../plugin.js';
 
@@ -36,6 +36,8 @@ export interface MeshNode {
   address: string;
   podCidr: string;
   podIp: string;
+  /** The node's CNI file: kube-router's kubeadm conflist as its install-cni init container leaves it (no ranges). */
+  cniConfFile: string;
   /** With `dualStack`: the node's IPv6 address, its IPv6 pod CIDR and the pod's IPv6 address. */
   address6?: string;
   podCidr6?: string;
@@ -92,10 +94,12 @@ export async function createMesh(count: number, options: { dualStack?: boolean; 
         address: `10.77.0.${i + 1}`,
         podCidr: `10.78.${i + 1}.0/24`,
         podIp: `10.78.${i + 1}.2`,
+        cniConfFile: join(dir, `node-${i + 1}-${KUBE_ROUTER_CNI_CONF_NAME}`),
         ...(options.dualStack && { address6: `fd00:77::${i + 1}`, podCidr6: `fd00:78:${i + 1}::/64`, podIp6: `fd00:78:${i + 1}::2` }),
       };
       await addNetns(node.netns);
       await addNetns(node.podNetns);
+      await writeFile(node.cniConfFile, JSON.stringify(KUBE_ROUTER_CNI_CONFLIST));
       await sh('sysctl', ['-qw', 'net.ipv4.ip_forward=1'], node.netns);
       // Underlay: eth0 in the node, its peer on the bridge.
       await sh('ip', ['link', 'add', 'eth0', 'netns', node.netns, 'type', 'veth', 'peer', 'name', `n${i + 1}`, 'netns', underlay]);
@@ -190,6 +194,7 @@ export function routingAgent(mesh: Mesh, node: MeshNode, kubeconfig: string, opt
     routingBgpPlugin.options.parse({
       netns: node.netns,
       gobgpApiSocket: apiSocket,
+      cniConfFile: node.cniConfFile,
       syncPeriodMs: 5_000,
       minSyncIntervalMs: 100,
       holdTimeSeconds: 9,

@@ -14,6 +14,8 @@ export class LabCommandError extends Error {
     readonly exitCode: number | null,
     readonly stderr: string,
     reason: string,
+    /** What the command printed on stdout before it failed (a CNI plugin prints its error there). */
+    readonly stdout = '',
   ) {
     super(`${command.join(' ')}: ${reason}${stderr.trim() ? `: ${stderr.trim()}` : ''}`);
     this.name = 'LabCommandError';
@@ -41,8 +43,8 @@ export function runCommand(file: string, args: readonly string[], options: RunOp
     });
     child.on('close', (code, signal) => {
       clearTimeout(timer);
-      if (timedOut) reject(new LabCommandError(command, code, stderr, `timed out after ${timeoutMs} ms`));
-      else if (code !== 0) reject(new LabCommandError(command, code, stderr, `exited with ${code ?? signal}`));
+      if (timedOut) reject(new LabCommandError(command, code, stderr, `timed out after ${timeoutMs} ms`, stdout));
+      else if (code !== 0) reject(new LabCommandError(command, code, stderr, `exited with ${code ?? signal}`, stdout));
       else resolve(stdout);
     });
     // A command that exits before reading its input must not turn into an unhandled EPIPE.
