@@ -31,6 +31,7 @@ import { isLocalPath, isUnicast, learnedBestPaths, pathNextHop, pathPrefix, podC
 import { OwnedPeers, type WantedPeer } from './peer-sync.js';
 import { externalPeerConfigs, internalPeerConfigs, type PeeringSettings } from './peering.js';
 import { PodEgress } from './pod-egress.js';
+import { PodForwarding } from './pod-forwarding.js';
 import { PodNetwork } from './pod-network.js';
 import { buildRoutingPolicy, nodePolicySettings, PolicyReconciler } from './policies.js';
 import { reflectorRole, type ReflectorRole } from './route-reflector.js';
@@ -66,7 +67,10 @@ export interface RoutingSettings {
   overrideNextHop: boolean;
   /** --enable-pod-egress. */
   enablePodEgress: boolean;
-  /** kube-bridge and the CNI file (--enable-cni gives the file, --auto-mtu the MTU). */
+  /**
+   * The node side of pod networking: kube-bridge, the CNI file (--enable-cni gives the file, --auto-mtu the MTU) and
+   * the forwarding rules. Left out only where a stand-in for the kernel has none of it.
+   */
   podNetwork?: { cniConfFile?: string; autoMtu: boolean };
   /** gobgpd's API: `host:port` (--gobgp-admin-address, --gobgp-admin-port) or `unix:///path`. */
   apiTarget: string;
@@ -125,6 +129,7 @@ export function createRoutingController(
   const metrics: RoutingMetrics = createRoutingMetrics(ctx.metrics.registry);
   const ip = new IpRoute2({ runner: deps.runner, ...(settings.netns && { netns: settings.netns }) });
   const podNetwork = settings.podNetwork && new PodNetwork({ ip, logger, ...settings.podNetwork });
+  const podForwarding = settings.podNetwork && new PodForwarding({ runner: deps.runner, ip, netns: settings.netns });
   const podEgress = new PodEgress({ runner: deps.runner, ...(settings.netns && { netns: settings.netns }) });
   let client: GobgpClient | undefined;
   let supervisor: GobgpdSupervisor | undefined;
@@ -623,6 +628,8 @@ export function createRoutingController(
         self = { addresses, podCidrs };
         // Before BGP: pods on this node get addresses from the CNI file whether or not any peer is up.
         if (podNetwork) await failures.attempt('pod-network', () => podNetwork.sync(podCidrs, addresses.primary));
+        const podFamilies = [...new Set(podCidrs.map((c) => familyOf(c.split('/')[0]!) as IpFamily))];
+        if (podForwarding) await failures.attempt('pod-forwarding', () => podForwarding.ensure(podFamilies, addresses.primary));
 
         // Read when BGP starts (gobgpd cannot change its listeners while it runs); a bad value listens on the node's.
         const listenAddresses = await wantedListenAddresses(me, addresses, failures);
@@ -664,8 +671,7 @@ export function createRoutingController(
             const nodes = cluster.nodes.list();
             const allPodCidrs = nodes.flatMap((n) => tryOr(() => nodePodCidrs(n), []));
             const allAddresses = nodes.flatMap((n) => tryOr(() => Object.values(nodeAddresses(n).byFamily), []));
-            const families = [...new Set(podCidrs.map((c) => familyOf(c.split('/')[0]!) as IpFamily))];
-            return podEgress.ensure(allPodCidrs, allAddresses, families);
+            return podEgress.ensure(allPodCidrs, allAddresses, podFamilies);
           });
         }
         await failures.attempt('learned-routes', relistLearnedPaths);

@@ -104,8 +104,12 @@ describe('loadGobgpApi', () => {
 
 describe('routingBgpPlugin.tools', () => {
   it('names the gobgpd it runs (so an image without it is not ready, one line at start) and ip; not gobgpd it only drives', () => {
-    expect(routingBgpPlugin.tools!(routingBgpPlugin.options.parse({}))).toEqual(['gobgpd', 'ip']);
-    expect(routingBgpPlugin.tools!(routingBgpPlugin.options.parse({ gobgpdBinary: '/opt/gobgp/gobgpd' }))).toEqual(['/opt/gobgp/gobgpd', 'ip']);
-    expect(routingBgpPlugin.tools!(routingBgpPlugin.options.parse({ manageGobgpd: false, gobgpApiSocket: '/run/gobgp.sock' }))).toEqual(['ip']);
+    expect(routingBgpPlugin.tools!(routingBgpPlugin.options.parse({}))).toEqual(['gobgpd', 'ip', 'iptables', 'sysctl', 'ipset']);
+    expect(routingBgpPlugin.tools!(routingBgpPlugin.options.parse({ gobgpdBinary: '/opt/gobgp/gobgpd' }))[0]).toBe('/opt/gobgp/gobgpd');
+    expect(routingBgpPlugin.tools!(routingBgpPlugin.options.parse({ manageGobgpd: false, gobgpApiSocket: '/run/gobgp.sock', enablePodEgress: false }))).toEqual([
+      'ip',
+      'iptables',
+      'sysctl',
+    ]);
   });
 });

@@ -169,7 +169,8 @@ export const routingBgpPlugin = definePlugin({
   requires: ['route-sync'],
   options: routingBgpOptions,
   // gobgpd only where this agent runs it: with --manage-gobgpd=false (the option) it drives one that runs already.
-  tools: (options) => [...(options.manageGobgpd ? [options.gobgpdBinary] : []), 'ip'],
+  // iptables and sysctl for the pod forwarding rules and br_netfilter, ipset for the pod egress sets.
+  tools: (options) => [...(options.manageGobgpd ? [options.gobgpdBinary] : []), 'ip', 'iptables', 'sysctl', ...(options.enablePodEgress ? ['ipset'] : [])],
   create(ctx, options) {
     const kube = ctx.services.get(KubeServices);
     const routes = ctx.services.get(routeSyncServiceKey);

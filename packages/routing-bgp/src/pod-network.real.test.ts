@@ -7,7 +7,9 @@ import { ExecRunner, IpRoute2 } from '@kube-router/netfilter';
 import { cniAdd, cniDel, DEFAULT_CNI_PATH, KUBE_ROUTER_CNI_CONFLIST, KUBE_ROUTER_CNI_CONF_NAME, labSkipReason } from '@kube-router/testkit';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PodForwarding } from './pod-forwarding.js';
 import { KUBE_BRIDGE, PodNetwork } from './pod-network.js';
+import { tcpConnect, tcpListener } from './testing/mesh.js';
 
 const cniPlugins = ['bridge', 'host-local'].filter((plugin) => !existsSync(join(DEFAULT_CNI_PATH, plugin)));
 const skipReason = labSkipReason() ?? (cniPlugins.length > 0 ? `missing CNI plugins in ${DEFAULT_CNI_PATH}: ${cniPlugins.join(', ')}` : undefined);
@@ -30,6 +32,8 @@ function deleteNamespaces(): void {
     }
   }
 }
+const addressIn = (netns: string) =>
+  (JSON.parse(ip('-n', netns, '-j', '-4', 'address', 'show', 'dev', 'eth0')) as { addr_info: { local: string }[] }[])[0]!.addr_info[0]!.local;
 const linkOf = (netns: string, name: string) => JSON.parse(ip('-n', netns, '-j', 'link', 'show', 'dev', name))[0] as { mtu: number; address: string; flags: string[] };
 
 // What --enable-cni and --auto-mtu are for: kube-router's own CNI file, as its install-cni init container leaves it,
@@ -39,6 +43,8 @@ describe.skipIf(skipReason)(`kube-bridge and the CNI file, with the real CNI plu
   let dir = '';
   let confPath = '';
   let podNetwork: PodNetwork;
+  let podAddresses: string[] = [];
+  let stopListener: (() => void) | undefined;
   const config = () => readFile(confPath, 'utf8').then((text) => JSON.parse(text) as typeof KUBE_ROUTER_CNI_CONFLIST);
   const invocation = async (pod: string) => ({ config: await config(), nodeNetns: NODE, podNetns: pod, containerId: pod });
 
@@ -61,6 +67,7 @@ describe.skipIf(skipReason)(`kube-bridge and the CNI file, with the real CNI plu
   }, 30_000);
 
   afterAll(async () => {
+    stopListener?.();
     deleteNamespaces();
     if (dir) await rm(dir, { recursive: true, force: true });
   }, 30_000);
@@ -90,6 +97,37 @@ describe.skipIf(skipReason)(`kube-bridge and the CNI file, with the real CNI plu
     // Both pods' host ends hang on kube-bridge.
     const ports = JSON.parse(ip('-n', NODE, '-j', 'link', 'show', 'master', KUBE_BRIDGE)) as { ifname: string }[];
     expect(ports).toHaveLength(2);
+    podAddresses = await Promise.all(PODS.map(async (pod) => addressIn(pod)));
+  });
+
+  it('lets pod traffic through a FORWARD chain that drops, and hands bridged traffic to iptables (br_netfilter)', async () => {
+    const iptables = (...args: string[]) => execFileSync('ip', ['netns', 'exec', NODE, 'iptables', '--wait', ...args], { encoding: 'utf8' });
+    const sysctl = (value: number) => execFileSync('ip', ['netns', 'exec', NODE, 'sysctl', '-qw', `net.bridge.bridge-nf-call-iptables=${value}`]);
+    const runner = new ExecRunner({ logger: pino({ level: 'silent' }) });
+    const forwarding = new PodForwarding({ runner, ip: new IpRoute2({ runner, netns: NODE }), netns: NODE });
+    stopListener = await tcpListener(PODS[1]!, 8080);
+    // As Docker leaves a node: FORWARD drops what no rule accepts, and bridged frames go through it.
+    iptables('-P', 'FORWARD', 'DROP');
+    sysctl(1);
+    expect(await tcpConnect(PODS[0]!, podAddresses[1]!, 8080, 500)).toBe('timeout');
+    await forwarding.ensure(['ipv4'], NODE_ADDRESS);
+    expect(await tcpConnect(PODS[0]!, podAddresses[1]!, 8080)).toBe('open');
+    const rules = () => iptables('-S', 'FORWARD').split('\n').filter((line) => line.startsWith('-A FORWARD'));
+    expect(rules()).toEqual([
+      '-A FORWARD -i kube-bridge -m comment --comment "allow outbound traffic from pods" -j ACCEPT',
+      '-A FORWARD -o kube-bridge -m comment --comment "allow inbound traffic to pods" -j ACCEPT',
+      '-A FORWARD -o uplink -m comment --comment "allow outbound node port traffic on node interface with which node ip is associated" -j ACCEPT',
+    ]);
+
+    // A policy's DROP stays ahead of them (rule 1, where the netpol controller keeps its jump) and is obeyed; with
+    // bridge-nf-call-iptables off, the same DROP would never see traffic between pods on kube-bridge.
+    iptables('-I', 'FORWARD', '1', '-d', podAddresses[1]!, '-j', 'DROP');
+    sysctl(0);
+    expect(await tcpConnect(PODS[0]!, podAddresses[1]!, 8080)).toBe('open');
+    await forwarding.ensure(['ipv4'], NODE_ADDRESS);
+    expect(await tcpConnect(PODS[0]!, podAddresses[1]!, 8080, 500)).toBe('timeout');
+    expect(rules()).toHaveLength(4);
+    iptables('-D', 'FORWARD', '-d', podAddresses[1]!, '-j', 'DROP');
     for (const pod of PODS) await cniDel(await invocation(pod));
   });
 

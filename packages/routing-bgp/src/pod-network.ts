@@ -3,7 +3,7 @@ import { open, readFile, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { SyncFailures } from '@kube-router/controller';
 import { parseIp } from '@kube-router/kube';
-import type { IpRoute2 } from '@kube-router/netfilter';
+import type { IpLinkAddresses, IpRoute2 } from '@kube-router/netfilter';
 import type { Logger } from 'pino';
 import { editCniConfig } from './cni-config.js';
 
@@ -16,6 +16,15 @@ function randomLocalMac(): string {
   const bytes = randomBytes(6);
   bytes[0] = (bytes[0]! & 0xfe) | 0x02;
   return [...bytes].map((byte) => byte.toString(16).padStart(2, '0')).join(':');
+}
+
+/** The link that holds the node's address (kube-router's node interface), read from `ip -j address`. */
+export async function nodeLink(ip: IpRoute2, nodeAddress: string): Promise<IpLinkAddresses> {
+  const wanted = parseIp(nodeAddress)?.text;
+  const links = await ip.addresses();
+  const link = links.find((l) => l.addr_info.some((a) => parseIp(a.local)?.text === wanted));
+  if (!link) throw new Error(`no interface holds the node's address ${nodeAddress}`);
+  return link;
 }
 
 /** kube-router's default for KUBE_ROUTER_CNI_CONF_FILE. */
@@ -61,11 +70,7 @@ export class PodNetwork {
 
   /** kube-router's GetNodeMTU: the MTU of the link that holds the node's primary address. */
   async #nodeMtu(nodeAddress: string): Promise<number> {
-    const wanted = parseIp(nodeAddress)?.text;
-    const links = await this.#options.ip.addresses();
-    const link = links.find((l) => l.addr_info.some((a) => parseIp(a.local)?.text === wanted));
-    if (!link) throw new Error(`no interface holds the node's address ${nodeAddress}, so its MTU is unknown`);
-    return link.mtu;
+    return (await nodeLink(this.#options.ip, nodeAddress)).mtu;
   }
 
   /**
