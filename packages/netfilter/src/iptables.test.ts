@@ -72,3 +72,26 @@ describe('Iptables with a recording runner', () => {
     await expect(iptables.version()).resolves.toEqual({ version: '1.8.7', backend: 'legacy' });
   });
 });
+
+describe('Iptables.hasRandomFully', () => {
+  it.each([
+    ['iptables v1.6.1', false],
+    ['iptables v1.6.2', true],
+    ['iptables v1.8.9 (nf_tables)', true],
+    ['iptables v1.10.0 (legacy)', true],
+    ['iptables v1.4.21', false],
+  ])('%s: %s, as go-iptables decides for kube-router', async (stdout, expected) => {
+    const runner = new RecordingRunner().on('iptables -V', { stdout });
+    const iptables = new Iptables({ runner });
+    expect(await iptables.hasRandomFully()).toBe(expected);
+    expect(await iptables.hasRandomFully()).toBe(expected);
+    expect(runner.invocations.filter((call) => call.line.includes(' -V'))).toHaveLength(1);
+  });
+
+  it('asks again after a failed probe', async () => {
+    const runner = new RecordingRunner().once('iptables -V', { exitCode: 1, stderr: 'no iptables' }).on('iptables -V', { stdout: 'iptables v1.8.9' });
+    const iptables = new Iptables({ runner });
+    await expect(iptables.hasRandomFully()).rejects.toThrow();
+    expect(await iptables.hasRandomFully()).toBe(true);
+  });
+});

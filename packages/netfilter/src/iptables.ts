@@ -51,6 +51,7 @@ export class Iptables {
   readonly #waitSeconds: number;
   readonly #timeoutMs: number;
   readonly #lock: Mutex;
+  #randomFully: Promise<boolean> | undefined;
 
   constructor(options: IptablesOptions) {
     this.#runner = options.runner;
@@ -115,6 +116,21 @@ export class Iptables {
     return result.exitCode === 0;
   }
 
+  /**
+   * Whether MASQUERADE and SNAT take `--random-fully` here: iptables 1.6.2 or later, the test kube-router makes (through
+   * go-iptables), so that both write the same rule. Asked once per instance.
+   */
+  hasRandomFully(): Promise<boolean> {
+    this.#randomFully ??= this.version().then(
+      ({ version }) => compareVersions(version, '1.6.2') >= 0,
+      (error: unknown) => {
+        this.#randomFully = undefined;
+        throw error;
+      },
+    );
+    return this.#randomFully;
+  }
+
   async version(): Promise<IptablesVersion> {
     const { stdout } = await this.#runner.run({
       command: this.binary('iptables'),
@@ -136,4 +152,15 @@ export class Iptables {
       this.#runner.run({ command, args, input, netns: this.netns, timeoutMs: this.#timeoutMs, okExitCodes }),
     );
   }
+}
+
+/** Compares dotted version numbers part by part (`1.10.0` is after `1.6.2`); a missing part counts as 0. */
+function compareVersions(a: string, b: string): number {
+  const left = a.split('.').map(Number);
+  const right = b.split('.').map(Number);
+  for (let i = 0; i < Math.max(left.length, right.length); i++) {
+    const difference = (left[i] ?? 0) - (right[i] ?? 0);
+    if (difference !== 0) return difference;
+  }
+  return 0;
 }

@@ -103,6 +103,13 @@ describe('helpers', () => {
     expect(generatedRouterId('fd00::1')).not.toBe(generatedRouterId('fd00::2'));
   });
 
+  it("generates kube-router's router id on an IPv4 node: FNV-1a of the 16-byte IPv4-mapped address Go holds", () => {
+    // kube-router's bgp.GenerateRouterID hashes net.ParseIP("10.0.0.1"), ::ffff:10.0.0.1; hashing 4 bytes gave
+    // 108.80.106.44, so a node swapped from kube-router came back to its peers under another id.
+    expect(generatedRouterId('10.0.0.1')).toBe('0.15.248.254');
+    expect(generatedRouterId('10.0.0.1')).toBe(generatedRouterId('::ffff:10.0.0.1'));
+  });
+
   it('builds pod CIDR paths per family and reads learned ones back', () => {
     const v4 = podCidrPath('10.244.1.0/24', '10.0.0.1');
     const v6 = podCidrPath('fd00:244:1::/64', 'fd00::1');

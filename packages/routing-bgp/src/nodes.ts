@@ -126,10 +126,15 @@ export function onLinkPrefixContains(prefixes: readonly string[], address: strin
   });
 }
 
-/** kube-router's --router-id=generate: a stable 32-bit id from the node's address (for IPv6-only nodes). */
+/**
+ * kube-router's --router-id=generate: FNV-1a (32 bits) of the node's primary address as Go holds it, 16 bytes, an
+ * IPv4 address in its IPv4-mapped form (net.ParseIP), so that a node keeps the id kube-router gave it.
+ */
 export function generatedRouterId(address: string): string {
+  const parsed = parseIp(address)?.address;
+  const bytes = parsed === undefined ? [] : parsed.kind() === 'ipv4' ? (parsed as ipaddr.IPv4).toIPv4MappedAddress().toByteArray() : parsed.toByteArray();
   let hash = 0x811c9dc5;
-  for (const byte of parseIp(address)?.address.toByteArray() ?? []) {
+  for (const byte of bytes) {
     hash ^= byte;
     hash = Math.imul(hash, 0x01000193) >>> 0;
   }

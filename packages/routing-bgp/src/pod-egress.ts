@@ -12,15 +12,17 @@ const tempName = (base: string, family: IpFamily) => `${family === 'ipv6' ? 'ine
 
 /**
  * kube-router's pod egress rule (nat POSTROUTING): traffic from a pod to anything that is neither a pod nor a node
- * leaves masqueraded to the node's address. Same arguments and sets as kube-router, so an agent that replaces
- * kube-router adopts its rule rather than adding a second one.
+ * leaves masqueraded to the node's address, with `--random-fully` where iptables has it (as kube-router adds it).
+ * Same arguments and sets as kube-router, so an agent that replaces kube-router adopts its rule rather than adding a
+ * second one.
  */
-export function podEgressRule(family: IpFamily): string[] {
+export function podEgressRule(family: IpFamily, randomFully: boolean): string[] {
   return [
     '-m', 'set', '--match-set', setName(POD_SUBNETS_IPSET, family), 'src',
     '-m', 'set', '!', '--match-set', setName(POD_SUBNETS_IPSET, family), 'dst',
     '-m', 'set', '!', '--match-set', setName(NODE_ADDRESSES_IPSET, family), 'dst',
     '-j', 'MASQUERADE',
+    ...(randomFully ? ['--random-fully'] : []),
   ];
 }
 
@@ -60,8 +62,12 @@ export class PodEgress {
         );
         if (!families.includes(family)) return;
         const iptables = this.#iptables[family];
-        const rule = podEgressRule(family);
+        const randomFully = await iptables.hasRandomFully();
+        const rule = podEgressRule(family, randomFully);
         if (!(await iptables.hasRule('nat', 'POSTROUTING', rule))) await iptables.run(['-t', 'nat', '-A', 'POSTROUTING', ...rule]);
+        // The form without --random-fully (an older kube-router's, or one written where iptables lacked it) goes,
+        // as kube-router's deleteBadPodEgressRules removes it: two rules would masquerade differently.
+        if (randomFully) await deleteEvery(iptables, podEgressRule(family, false));
       });
     }
     failures.throwIfAny('pod egress');
@@ -73,11 +79,7 @@ export class PodEgress {
     for (const family of FAMILIES) {
       await failures.attempt(`pod-egress/${family}`, async () => {
         const iptables = this.#iptables[family];
-        const rule = podEgressRule(family);
-        // -C fails with 2 when a set of the rule does not exist: then there is no such rule either.
-        while ((await iptables.run(['-t', 'nat', '-C', 'POSTROUTING', ...rule], [1, 2])).exitCode === 0) {
-          await iptables.run(['-t', 'nat', '-D', 'POSTROUTING', ...rule]);
-        }
+        for (const randomFully of [true, false]) await deleteEvery(iptables, podEgressRule(family, randomFully));
         const existing = new Set(await this.#ipset.listNames());
         for (const base of [POD_SUBNETS_IPSET, NODE_ADDRESSES_IPSET]) {
           for (const name of [setName(base, family), tempName(base, family)]) {
@@ -87,5 +89,13 @@ export class PodEgress {
       });
     }
     failures.throwIfAny('pod egress cleanup');
+  }
+}
+
+/** Deletes every copy of a nat POSTROUTING rule; none is not an error. */
+async function deleteEvery(iptables: Iptables, rule: readonly string[]): Promise<void> {
+  // -C fails with 2 when a set of the rule does not exist (or the flag is unknown): then there is no such rule either.
+  while ((await iptables.run(['-t', 'nat', '-C', 'POSTROUTING', ...rule], [1, 2])).exitCode === 0) {
+    await iptables.run(['-t', 'nat', '-D', 'POSTROUTING', ...rule]);
   }
 }

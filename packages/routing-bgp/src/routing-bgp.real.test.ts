@@ -213,7 +213,16 @@ describe.skipIf(skipReason)(`routing-bgp with real gobgpd in network namespaces$
     const { mesh } = await cluster(2, { enablePodEgress: true });
     await waitFor('two nodes converged', () => converged(mesh.nodes));
     const n1 = mesh.nodes[0]!;
-    await waitFor('egress rule', async () => (await sh('iptables', ['-t', 'nat', '-S', 'POSTROUTING'], n1.netns)).includes('MASQUERADE'));
+    const masquerades = async () => (await sh('iptables', ['-t', 'nat', '-S', 'POSTROUTING'], n1.netns)).split('\n').filter((l) => l.includes('MASQUERADE'));
+    await waitFor('egress rule', async () => (await masquerades()).length > 0);
+    // With --random-fully, as kube-router writes it where iptables has it (1.6.2 on).
+    expect(await masquerades()).toEqual([expect.stringMatching(/--match-set kube-router-pod-subnets src .* -j MASQUERADE --random-fully$/)]);
+    // The same rule without it (an older kube-router's) is removed at the next sync, not kept beside ours.
+    const plain = ['-m', 'set', '--match-set', 'kube-router-pod-subnets', 'src', '-m', 'set', '!', '--match-set', 'kube-router-pod-subnets', 'dst'];
+    await sh('iptables', ['-t', 'nat', '-A', 'POSTROUTING', ...plain, '-m', 'set', '!', '--match-set', 'kube-router-node-ips', 'dst', '-j', 'MASQUERADE'], n1.netns);
+    expect(await masquerades()).toHaveLength(2);
+    await waitFor('the plain rule removed', async () => (await masquerades()).length === 1, 15_000);
+    expect(await masquerades()).toEqual([expect.stringMatching(/--random-fully$/)]);
     const members = await sh('ipset', ['list', 'kube-router-pod-subnets'], n1.netns);
     expect(members).toContain('10.78.1.0/24');
     expect(members).toContain('10.78.2.0/24');
