@@ -1,5 +1,6 @@
 import { isIp, parseCidr } from '@kube-router/kube';
 import { validateLoadBalancerIPRanges } from '@kube-router/lballoc';
+import { clusterAsnProblem } from '@kube-router/routing-bgp';
 import { formatGoDuration } from './duration.js';
 import type { FlagValues } from './flags.js';
 import { peerRoutersOfFlags } from './peer-routers.js';
@@ -50,6 +51,10 @@ export function validateFlags(values: FlagValues): string[] {
       problems.push(`--bgp-graceful-restart-deferral-time must be greater than 0 and at most 18h, got ${shown(deferralTime)}`);
     }
   }
+  // As kube-router's routing controller checks it: 0 means 64512, anything else must be a private ASN.
+  const clusterAsn = values['cluster-asn'];
+  const asnProblem = values['run-router'] && clusterAsn !== 0 ? clusterAsnProblem(clusterAsn) : undefined;
+  if (asnProblem) problems.push(`--cluster-asn: ${asnProblem}`);
   const multiplier = values['bfd-detection-multiplier'];
   if (multiplier < 1 || multiplier > 255) problems.push(`--bfd-detection-multiplier must be from 1 to 255, got ${multiplier}`);
 

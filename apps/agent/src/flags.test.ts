@@ -127,6 +127,13 @@ describe('parseFlags: pflag syntax', () => {
     expect(refusal(['--bgp-port=-1'])).toContain('expected an unsigned integer');
   });
 
+  it("refuses a --cluster-asn outside kube-router's private ranges when the router runs; 0 keeps 64512", () => {
+    expect(refusal(['--run-router=true', '--cluster-asn=65536'])).toContain('--cluster-asn: invalid ASN number for cluster ASN: 65536');
+    expect(refusal(['--run-router=true', '--cluster-asn=0x1'])).toContain('--cluster-asn: invalid ASN number for cluster ASN: 1');
+    expect(config(['--run-router=true', '--cluster-asn=0']).routing.clusterAsn).toBe(0);
+    expect(config(['--run-router=false', '--cluster-asn=65536']).routing.clusterAsn).toBe(65_536);
+  });
+
   it('ends the flags at --', () => {
     expect(refusal(['--', '--run-router=false'])).toContain('unrecognized positional argument(s): --run-router=false');
   });

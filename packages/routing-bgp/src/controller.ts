@@ -20,7 +20,7 @@ import {
   familyOf,
   generatedRouterId,
   nodeAddresses,
-  nodeAsn,
+  ownAsn,
   onLinkPrefixContains,
   planInternalPeers,
   type Family,
@@ -51,7 +51,7 @@ export interface RoutingSettings {
   holdTimeSeconds: number;
   /** --router-id: an IPv4 address, `generate`, or undefined for this node's IPv4 address. */
   routerId?: string;
-  /** --cluster-asn: this node's ASN unless its kube-router.io/node.asn says otherwise. */
+  /** --cluster-asn: every node's ASN in a full mesh (without one, each node's kube-router.io/node.asn). */
   clusterAsn: number;
   /** --nodes-full-mesh. */
   nodesFullMesh: boolean;
@@ -623,7 +623,7 @@ export function createRoutingController(
           cluster.warn(me, 'InvalidNodeAddress', `cannot route pods: ${messageOf(error)}`);
           throw error;
         }
-        const localAsn = nodeAsn(me) ?? settings.clusterAsn;
+        const localAsn = ownAsn(me, settings.nodesFullMesh, settings.clusterAsn);
         const podCidrs = (await failures.attempt(`node/${ctx.nodeName}/pod-cidrs`, () => nodePodCidrs(me))) ?? [];
         self = { addresses, podCidrs };
         // Before BGP: pods on this node get addresses from the CNI file whether or not any peer is up.

@@ -2,7 +2,7 @@ export { DEFAULT_GOBGP_API_SOCKET, gobgpApiTarget, routingBgpOptions, routingBgp
 export type { RoutingBgpOptions } from './plugin.js';
 export { ROUTING_BGP_CONTROLLER } from './controller.js';
 export { DEFAULT_GOBGP_PROTO_DIR, GobgpApiError } from './gobgp-api.js';
-export { NODE_ASN_ANNOTATION } from './nodes.js';
+export { clusterAsnProblem, NODE_ASN_ANNOTATION } from './nodes.js';
 export {
   EXPORT_POLICY,
   IMPORT_POLICY,

@@ -7,6 +7,8 @@ import {
   onLinkPrefixContains,
   planInternalPeers,
   NODE_ASN_ANNOTATION,
+  ownAsn,
+  clusterAsnProblem,
 } from './nodes.js';
 import { nodePodCidrs, POD_CIDR_ANNOTATION, POD_CIDRS_ANNOTATION } from '@kube-router/kube';
 import { learnedBestPaths, pathNextHop, pathPrefix, podCidrPath } from './paths.js';
@@ -70,15 +72,17 @@ describe('internal peer plan', () => {
     node('self', [['InternalIP', '10.0.0.1']]),
     node('b', [['InternalIP', '10.0.0.2'], ['InternalIP', 'fd00::2']]),
     node('c', [['InternalIP', '10.0.0.3']], { annotations: { [NODE_ASN_ANNOTATION]: '65001' } }),
+    node('junk-asn', [['InternalIP', '10.0.0.5']], { annotations: { [NODE_ASN_ANNOTATION]: 'sixty-five' } }),
     node('v6', [['InternalIP', 'fd00::4']]),
     node('broken', [['InternalIP', 'nope']]),
   ];
 
-  it('full mesh: every other Node of the same primary family, in our ASN, with the families both have', () => {
+  it('full mesh: every other Node of the same primary family, in our ASN, with the families both have; no ASN is read', () => {
     const plan = planInternalPeers({ selfName: 'self', self, localAsn: 64512, fullMesh: true, nodes });
     expect(plan.peers).toEqual([
       { node: 'b', address: '10.0.0.2', asn: 64512, families: ['AFI_IP', 'AFI_IP6'] },
       { node: 'c', address: '10.0.0.3', asn: 64512, families: ['AFI_IP'] },
+      { node: 'junk-asn', address: '10.0.0.5', asn: 64512, families: ['AFI_IP'] },
     ]);
     expect(plan.problems.map((p) => p.node)).toEqual(['broken']);
     expect(plan.skipped.map((s) => s.node)).toEqual(['v6']);
@@ -87,6 +91,23 @@ describe('internal peer plan', () => {
   it('without full mesh: only Nodes that announce our ASN', () => {
     const plan = planInternalPeers({ selfName: 'self', self, localAsn: 65001, fullMesh: false, nodes });
     expect(plan.peers.map((p) => p.node)).toEqual(['c']);
+    // As kube-router: a Node whose ASN is missing or does not parse is left out, not a problem holding back removals.
+    expect(plan.problems.map((p) => p.node)).toEqual(['broken']);
+    expect(plan.skipped).toContainEqual({ node: 'junk-asn', reason: expect.stringContaining('"sixty-five" is not an ASN') });
+    expect(plan.skipped).toContainEqual({ node: 'b', reason: 'no kube-router.io/node.asn' });
+  });
+
+  it("takes this node's ASN as kube-router's startBgpServer: the cluster ASN in a full mesh, else the annotation, required", () => {
+    const annotated = node('self', [], { annotations: { [NODE_ASN_ANNOTATION]: '65001' } });
+    expect(ownAsn(annotated, true, 64512)).toBe(64512);
+    expect(ownAsn(annotated, false, 64512)).toBe(65001);
+    expect(() => ownAsn(node('self', []), false, 64512)).toThrow('without --nodes-full-mesh, BGP starts only with the node\'s ASN in kube-router.io/node.asn');
+    expect(() => ownAsn(node('self', [], { annotations: { [NODE_ASN_ANNOTATION]: ' 65001' } }), false, 64512)).toThrow(/not an ASN/);
+  });
+
+  it("refuses a --cluster-asn outside kube-router's private ranges", () => {
+    for (const asn of [64512, 65535, 4_200_000_000, 4_294_967_294]) expect(clusterAsnProblem(asn), String(asn)).toBeUndefined();
+    for (const asn of [1, 64511, 65536, 4_199_999_999, 4_294_967_295]) expect(clusterAsnProblem(asn), String(asn)).toContain('invalid ASN number for cluster ASN');
   });
 });
 

@@ -49,12 +49,43 @@ export function nodeAddresses(node: V1Node): NodeAddresses {
 export function nodeAsn(node: V1Node): number | undefined {
   const value = node.metadata?.annotations?.[NODE_ASN_ANNOTATION];
   if (value === undefined) return undefined;
-  // strconv.ParseUint(value, 0, 32), as kube-router reads it: 0x10 is 16, 1e3 is no ASN.
-  const asn = parseGoUint(value.trim(), 32);
+  // strconv.ParseUint(value, 0, 32), as kube-router reads it: 0x10 is 16, 1e3 (or a space) is no ASN.
+  const asn = parseGoUint(value, 32);
   if (asn === undefined || asn < 1) {
     throw new Error(`node ${node.metadata?.name}: ${NODE_ASN_ANNOTATION} ${JSON.stringify(value)} is not an ASN`);
   }
   return asn;
+}
+
+/**
+ * This node's ASN as kube-router's startBgpServer takes it: the cluster ASN in a full mesh (the annotation is not
+ * read), otherwise the node's kube-router.io/node.asn, which must then be there. Throws when it cannot start BGP.
+ */
+export function ownAsn(node: V1Node, fullMesh: boolean, clusterAsn: number): number {
+  if (fullMesh) return clusterAsn;
+  const asn = nodeAsn(node);
+  if (asn === undefined) {
+    throw new Error(`node ${node.metadata?.name}: without --nodes-full-mesh, BGP starts only with the node's ASN in ${NODE_ASN_ANNOTATION}`);
+  }
+  return asn;
+}
+
+/** kube-router's --cluster-asn check: a private ASN, 64512-65535 or 4200000000-4294967294. */
+export function clusterAsnProblem(asn: number): string | undefined {
+  const isPrivate = (asn >= 64_512 && asn <= 65_535) || (asn >= 4_200_000_000 && asn <= 4_294_967_294);
+  return isPrivate ? undefined : `invalid ASN number for cluster ASN: ${asn} (a private ASN: 64512-65535 or 4200000000-4294967294)`;
+}
+
+/** Why a Node is not in this node's ASN, or undefined when it is. */
+function asnMismatch(node: V1Node, localAsn: number): string | undefined {
+  let asn: number | undefined;
+  try {
+    asn = nodeAsn(node);
+  } catch (error) {
+    return (error as Error).message;
+  }
+  if (asn === undefined) return `no ${NODE_ASN_ANNOTATION}`;
+  return asn === localAsn ? undefined : `ASN ${asn} differs from ${localAsn}`;
 }
 
 export interface DesiredPeer {
@@ -75,7 +106,7 @@ export interface PeerPlan {
 export interface PeerPlanInput {
   selfName: string;
   self: NodeAddresses;
-  /** This node's own ASN (its annotation, else the cluster ASN). */
+  /** This node's own ASN (ownAsn). */
   localAsn: number;
   /** --nodes-full-mesh: peer with every Node; otherwise only with Nodes that announce the same ASN. */
   fullMesh: boolean;
@@ -93,17 +124,18 @@ export function planInternalPeers(input: PeerPlanInput): PeerPlan {
     const name = node.metadata?.name ?? '';
     if (name === input.selfName) continue;
     let addresses: NodeAddresses;
-    let asn: number | undefined;
     try {
       addresses = nodeAddresses(node);
-      asn = nodeAsn(node);
     } catch (error) {
       plan.problems.push({ node: name, error: error instanceof Error ? error : new Error(String(error)) });
       continue;
     }
     if (addresses.primary === input.self.primary) continue;
-    if (!input.fullMesh && asn !== input.localAsn) {
-      plan.skipped.push({ node: name, reason: asn === undefined ? `no ${NODE_ASN_ANNOTATION}` : `ASN ${asn} differs from ${input.localAsn}` });
+    // A full mesh reads no Node's ASN; otherwise a Node is a peer only when its ASN parses and is ours. Missing or
+    // unreadable, it is left out, as kube-router leaves it out: not a problem that holds back peer removal.
+    const asnSkip = input.fullMesh ? undefined : asnMismatch(node, input.localAsn);
+    if (asnSkip !== undefined) {
+      plan.skipped.push({ node: name, reason: asnSkip });
       continue;
     }
     if (familyOf(addresses.primary) !== selfFamily) {

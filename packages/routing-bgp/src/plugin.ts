@@ -4,6 +4,7 @@ import { ExecRunner } from '@kube-router/netfilter';
 import { z } from 'zod';
 import { createRoutingController, removePodEgress, ROUTING_BGP_CONTROLLER, type RoutingSettings } from './controller.js';
 import { asnProblem } from './external-peers.js';
+import { clusterAsnProblem } from './nodes.js';
 import { canonicalAddress } from './parse.js';
 import { DEFAULT_GOBGP_PROTO_DIR } from './gobgp-api.js';
 import { killOurGobgpd } from './gobgpd.js';
@@ -41,7 +42,14 @@ export const routingBgpOptions = z
     /** --router-id: an IPv4 address or `generate`; default this node's IPv4 address. */
     routerId: z.union([z.literal('generate'), z.ipv4()]).optional(),
     /** --cluster-asn (64512). */
-    clusterAsn: z.number().int().min(1).max(4_294_967_295).default(64_512),
+    clusterAsn: z
+      .number()
+      .int()
+      .default(64_512)
+      .superRefine((asn, check) => {
+        const problem = clusterAsnProblem(asn);
+        if (problem) check.addIssue({ code: 'custom', message: problem });
+      }),
     /** --nodes-full-mesh (true). */
     nodesFullMesh: z.boolean().default(true),
     /** --enable-ibgp (true). */
