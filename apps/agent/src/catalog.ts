@@ -132,7 +132,8 @@ export function routingBgpOptions(config: AgentConfig): RoutingBgpOptions {
     enablePodEgress: routing.enablePodEgress,
     enableCni: routing.enableCni,
     autoMtu: routing.autoMtu,
-    ...(routing.cniConfFile !== undefined && { cniConfFile: routing.cniConfFile }),
+    // Read only with --enable-cni, as kube-router reads it: a stale value must not refuse an agent that ignores it.
+    ...(routing.enableCni && routing.cniConfFile !== undefined && { cniConfFile: routing.cniConfFile }),
     ...(routing.gobgpAdmin.address !== '' && { gobgpAdminAddress: routing.gobgpAdmin.address }),
     gobgpAdminPort: routing.gobgpAdmin.port,
     peerRouters: usablePeerRouters(routing.peers),

@@ -22,8 +22,11 @@ describe('--enable-cni, --auto-mtu and KUBE_ROUTER_CNI_CONF_FILE', () => {
     expect(routingBgpOptions(config([], { KUBE_ROUTER_CNI_CONF_FILE: '' }))).not.toHaveProperty('cniConfFile');
   });
 
-  it('turn off as flags', () => {
-    expect(routingBgpOptions(config(['--enable-cni=false', '--auto-mtu=false']))).toMatchObject({ enableCni: false, autoMtu: false });
+  it('turn off as flags; without --enable-cni the CNI file is not read, so a bad one refuses nothing', () => {
+    const options = routingBgpOptions(config(['--enable-cni=false', '--auto-mtu=false'], { KUBE_ROUTER_CNI_CONF_FILE: 'net.d/x.conf' }));
+    expect(options).toMatchObject({ enableCni: false, autoMtu: false });
+    expect(options).not.toHaveProperty('cniConfFile');
+    expect(() => routingBgpPlugin.options.parse(options)).not.toThrow();
   });
 
   it('refuse a relative CNI file path at start, naming the option', () => {

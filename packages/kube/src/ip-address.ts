@@ -61,6 +61,8 @@ export interface IpCidr {
   /** The address with its host bits cleared: net.ParseCIDR's IPNet, which is how kube-router reads `10.1.2.3/16`. */
   network: ipaddr.IPv4 | ipaddr.IPv6;
   prefixLength: number;
+  /** The network in canonical text, as Go's IPNet.String() gives it: `10.1.0.0/16`, `fd00:1::/32`. */
+  cidr: string;
 }
 
 /**
@@ -80,5 +82,5 @@ export function parseCidr(text: string): IpCidr | undefined {
   if (prefixLength > (parsed.family === 'ipv4' ? 32 : 128)) return undefined;
   const spelled = `${parsed.address.toString()}/${prefixLength}`;
   const network = parsed.family === 'ipv4' ? ipaddr.IPv4.networkAddressFromCIDR(spelled) : ipaddr.IPv6.networkAddressFromCIDR(spelled);
-  return { family: parsed.family, address: parsed.address, network, prefixLength };
+  return { family: parsed.family, address: parsed.address, network, prefixLength, cidr: `${network.toString()}/${prefixLength}` };
 }

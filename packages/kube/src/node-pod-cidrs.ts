@@ -34,10 +34,9 @@ export function nodePodCidrs(node: NodePodCidrSource | undefined): string[] {
       // Read strictly: ipaddr.js's parseCIDR took 010.244.0.0/24 for 8.244.0.0/24.
       const parsed = parseCidr(value);
       if (parsed === undefined) throw new RangeError(`${where}: not a CIDR: ${JSON.stringify(value)}`);
-      const { address, network, prefixLength: length } = parsed;
-      if (network.toString() !== address.toString()) {
-        throw new RangeError(`${where}: ${value} is not a network address (${network.toString()}/${length})`);
+      if (parsed.network.toString() !== parsed.address.toString()) {
+        throw new RangeError(`${where}: ${value} is not a network address (${parsed.cidr})`);
       }
-      return `${network.toString()}/${length}`;
+      return parsed.cidr;
     });
 }

@@ -112,7 +112,7 @@ function cached(key: string, compute: () => string | undefined): string | undefi
 function canonicalCidr(text: string): string | undefined {
   return cached(`cidr ${text}`, () => {
     const parsed = parseCidr(text);
-    return parsed && `${parsed.network.toString()}/${parsed.prefixLength}`;
+    return parsed?.cidr;
   });
 }
 

@@ -55,6 +55,18 @@ describe('editCniConfig', () => {
     expect(bridgeOf(editCniConfig(text(config), CONFLIST, { podCidrs: [], mtu: 1500 })).mtu).toBe(1500);
   });
 
+  it('adds IPv4 before IPv6 whatever the order given, as kube-router does: host-local assigns in range order', () => {
+    const edited = editCniConfig(text(KUBE_ROUTER_CNI_CONFLIST), CONFLIST, { podCidrs: ['fd00:3::/64', '10.244.3.0/24'] });
+    expect(bridgeOf(edited).ipam.ranges).toEqual([[{ subnet: '10.244.3.0/24' }], [{ subnet: 'fd00:3::/64' }]]);
+  });
+
+  it('reads JSON as Go does: ranges null is none, an empty subnet stays as it is, a subnet that is no string is refused', () => {
+    const config = (ipam: Record<string, unknown>) => text({ ...KUBE_ROUTER_CNI_CONFLIST, plugins: [{ type: 'bridge', ipam: { type: 'host-local', ...ipam } }] });
+    expect(bridgeOf(editCniConfig(config({ ranges: null }), CONFLIST, { podCidrs: ['10.244.3.0/24'] })).ipam.ranges).toEqual([[{ subnet: '10.244.3.0/24' }]]);
+    expect(bridgeOf(editCniConfig(config({ subnet: '' }), CONFLIST, { podCidrs: ['10.244.3.0/24'] })).ipam).toHaveProperty('subnet', '');
+    expect(() => editCniConfig(config({ subnet: 24 }), CONFLIST, { podCidrs: [] })).toThrow('ipam.subnet 24 is not a string');
+  });
+
   it.each([
     ['not JSON', '{"plugins": [', CONFLIST, 'is not JSON'],
     ['a list without plugins', text({ name: 'x', plugins: [] }), CONFLIST, 'the configuration list has no plugins'],

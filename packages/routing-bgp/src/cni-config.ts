@@ -11,7 +11,7 @@ import { parseCidr } from '@kube-router/kube';
 type Json = Record<string, unknown>;
 
 export interface CniConfigEdit {
-  /** The node's pod CIDRs, in the order they are added (kube-router: IPv4 first, then IPv6). */
+  /** The node's pod CIDRs; they are added IPv4 first, then IPv6, as kube-router adds them. */
   readonly podCidrs: readonly string[];
   /** The bridge's `mtu`; undefined leaves the file's value as it is (--auto-mtu=false). */
   readonly mtu?: number | undefined;
@@ -50,17 +50,23 @@ export function editCniConfig(text: string, path: string, edit: CniConfigEdit): 
 
   const ranges = rangeNetworks(ipam, path);
   const add = (cidr: string, what: string) => {
-    const parsedCidr = parseCidr(cidr);
-    if (parsedCidr === undefined) throw new Error(`${path}: ${what} ${JSON.stringify(cidr)} is not a CIDR`);
-    const network = `${parsedCidr.network.toString()}/${parsedCidr.prefixLength}`;
+    const network = parseCidr(cidr)?.cidr;
+    if (network === undefined) throw new Error(`${path}: ${what} ${JSON.stringify(cidr)} is not a CIDR`);
     if (ranges.includes(network)) return;
     ranges.push(network);
     const sets = Array.isArray(ipam.ranges) ? ipam.ranges : (ipam.ranges = []);
     sets.push([{ subnet: cidr }]);
   };
-  if (typeof ipam.subnet === 'string' && ipam.subnet !== '') add(ipam.subnet, 'ipam.subnet');
-  if ('subnet' in ipam) delete ipam.subnet;
-  for (const cidr of edit.podCidrs) add(cidr, 'pod CIDR');
+  // Go's json.Unmarshal into a string field: absent, null or "" leave nothing to fold (and "" stays in the file).
+  if (ipam.subnet !== undefined && ipam.subnet !== null && typeof ipam.subnet !== 'string') {
+    throw new Error(`${path}: ipam.subnet ${JSON.stringify(ipam.subnet)} is not a string`);
+  }
+  if (typeof ipam.subnet === 'string' && ipam.subnet !== '') {
+    add(ipam.subnet, 'ipam.subnet');
+    delete ipam.subnet;
+  }
+  // IPv4 first, then IPv6, as kube-router inserts them: host-local gives a pod its addresses in the ranges' order.
+  for (const cidr of [...edit.podCidrs].sort((a, b) => Number(a.includes(':')) - Number(b.includes(':')))) add(cidr, 'pod CIDR');
   if (edit.mtu !== undefined) bridge.mtu = edit.mtu;
 
   const after = JSON.stringify(parsed);
@@ -86,7 +92,7 @@ function bridgePlugin(config: Json, path: string): Json {
 
 /** The networks of the ipam's range sets; a subnet that is not a CIDR fails the edit, as it fails host-local. */
 function rangeNetworks(ipam: Json, path: string): string[] {
-  if (ipam.ranges === undefined) return [];
+  if (ipam.ranges === undefined || ipam.ranges === null) return [];
   if (!Array.isArray(ipam.ranges)) throw new Error(`${path}: ipam.ranges is not a list of range sets`);
   const networks: string[] = [];
   for (const set of ipam.ranges) {
@@ -96,7 +102,7 @@ function rangeNetworks(ipam: Json, path: string): string[] {
       if (subnet === undefined || subnet === '') continue;
       const parsed = typeof subnet === 'string' ? parseCidr(subnet) : undefined;
       if (parsed === undefined) throw new Error(`${path}: ipam range subnet ${JSON.stringify(subnet)} is not a CIDR`);
-      networks.push(`${parsed.network.toString()}/${parsed.prefixLength}`);
+      networks.push(parsed.cidr);
     }
   }
   return networks;

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { open, readFile, rename, rm } from 'node:fs/promises';
+import { open, readFile, realpath, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { SyncFailures } from '@kube-router/controller';
 import { parseIp } from '@kube-router/kube';
@@ -47,8 +47,8 @@ export interface PodNetworkOptions {
  */
 export class PodNetwork {
   readonly #options: PodNetworkOptions;
-  /** Whether this process has set kube-bridge's address (once, and again whenever it is found zeroed). */
-  #macPinned = false;
+  /** The ifindex of the kube-bridge whose address this process has set: a bridge made anew is pinned again. */
+  #pinnedBridge: number | undefined;
 
   constructor(options: PodNetworkOptions) {
     this.#options = options;
@@ -74,28 +74,38 @@ export class PodNetwork {
   }
 
   /**
-   * Creates kube-bridge when missing and brings it up; sets the MTU, joining a refusal as `kube-bridge/mtu`. Returns
-   * the MTU the bridge has afterwards.
+   * Creates kube-bridge when missing (one made meanwhile by the bridge plugin is taken as it is), pins its MAC, brings
+   * it up and sets the MTU; each of those is an attempt of its own (`kube-bridge/mac`, `/up`, `/mtu`). Returns the
+   * MTU the bridge has afterwards.
    */
   async #ensureBridge(mtu: number | undefined, failures: SyncFailures): Promise<number> {
     const { ip, logger } = this.#options;
-    let bridge = (await ip.links()).find((link) => link.ifname === KUBE_BRIDGE);
+    const find = async () => (await ip.links()).find((link) => link.ifname === KUBE_BRIDGE);
+    let bridge = await find();
     if (!bridge) {
-      await ip.batch([`link add name ${KUBE_BRIDGE} type bridge`]);
-      logger.info({ bridge: KUBE_BRIDGE }, 'created kube-bridge');
-      bridge = (await ip.links()).find((link) => link.ifname === KUBE_BRIDGE);
+      try {
+        await ip.batch([`link add name ${KUBE_BRIDGE} type bridge`]);
+        logger.info({ bridge: KUBE_BRIDGE }, 'created kube-bridge');
+      } catch (error) {
+        if (!(await find())) throw error;
+      }
+      bridge = await find();
       if (!bridge) throw new Error(`${KUBE_BRIDGE} is not there after ip link add`);
     }
-    if (!this.#macPinned || bridge.address === ZERO_MAC) {
+    const { ifindex, address } = bridge;
+    if (ifindex !== this.#pinnedBridge || address === undefined || address === ZERO_MAC) {
       // A bridge whose address is not set takes its lowest port's, and all zeros once its last port has gone: a pod
       // refused before the CNI file had ranges leaves it so, and the bridge plugin then fails every later pod
-      // ("could not set bridge's mac"). Setting the address pins it, as the bridge plugin itself does on success.
-      const mac = bridge.address === undefined || bridge.address === ZERO_MAC ? randomLocalMac() : bridge.address;
-      await ip.batch([`link set dev ${KUBE_BRIDGE} address ${mac}`]);
-      if (bridge.address === ZERO_MAC) logger.warn({ bridge: KUBE_BRIDGE, mac }, 'kube-bridge had no MAC address (its ports are gone); gave it one');
-      this.#macPinned = true;
+      // ("could not set bridge's mac"). Setting the address pins it, as the bridge plugin itself does on success;
+      // a bridge made anew (another ifindex) is pinned again.
+      const mac = address === undefined || address === ZERO_MAC ? randomLocalMac() : address;
+      const pinned = await failures.attempt(`${KUBE_BRIDGE}/mac`, () => ip.batch([`link set dev ${KUBE_BRIDGE} address ${mac}`]).then(() => true));
+      if (pinned) {
+        if (address === ZERO_MAC) logger.warn({ bridge: KUBE_BRIDGE, mac }, 'kube-bridge had no MAC address (its ports are gone); gave it one');
+        this.#pinnedBridge = ifindex;
+      }
     }
-    if (!bridge.flags.includes('UP')) await ip.batch([`link set dev ${KUBE_BRIDGE} up`]);
+    if (!bridge.flags.includes('UP')) await failures.attempt(`${KUBE_BRIDGE}/up`, () => ip.batch([`link set dev ${KUBE_BRIDGE} up`]));
     if (mtu === undefined || bridge.mtu === mtu) return bridge.mtu;
     const set = await failures.attempt(`${KUBE_BRIDGE}/mtu`, () => ip.batch([`link set dev ${KUBE_BRIDGE} mtu ${mtu}`]).then(() => true));
     if (!set) return bridge.mtu;
@@ -125,21 +135,41 @@ export class PodNetwork {
 
 /**
  * Writes a file so that a reader (the container runtime loading CNI configurations) sees the old content or the
- * new one, never a part: a temporary file beside it, flushed, then renamed over it.
+ * new one, never a part: a temporary file beside it with the same mode, flushed, renamed over it, the directory
+ * flushed. A symbolic link is followed, so it stays a link. Where a rename cannot replace the file (a file
+ * bind-mounted by itself: EBUSY, EXDEV), it is written in place, as kube-router always writes it.
  */
 async function writeAtomically(path: string, text: string): Promise<void> {
-  const temporary = join(dirname(path), `.${basename(path)}.${randomBytes(4).toString('hex')}.tmp`);
+  const target = await realpath(path).catch(() => path);
+  const mode = (await stat(target).catch(() => undefined))?.mode ?? 0o644;
+  const temporary = join(dirname(target), `.${basename(target)}.${randomBytes(4).toString('hex')}.tmp`);
   try {
-    const file = await open(temporary, 'wx', 0o644);
+    await writeAndFlush(temporary, text, 'wx', mode & 0o7777);
     try {
-      await file.writeFile(text);
-      await file.sync();
-    } finally {
-      await file.close();
+      await rename(temporary, target);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== 'EBUSY' && code !== 'EXDEV') throw error;
+      await writeAndFlush(target, text, 'w');
+      await rm(temporary, { force: true });
+      return;
     }
-    await rename(temporary, path);
+    const directory = await open(dirname(target), 'r');
+    await directory.sync().finally(() => directory.close());
   } catch (error) {
-    await rm(temporary, { force: true });
+    await rm(temporary, { force: true }).catch(() => undefined);
     throw new Error(`cannot write CNI conf file ${path}: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+async function writeAndFlush(path: string, text: string, flags: 'w' | 'wx', mode?: number): Promise<void> {
+  const file = await open(path, flags, mode);
+  try {
+    // open's mode is narrowed by the umask; the copy must keep the file's own.
+    if (mode !== undefined) await file.chmod(mode);
+    await file.writeFile(text);
+    await file.sync();
+  } finally {
+    await file.close();
   }
 }

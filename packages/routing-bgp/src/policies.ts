@@ -107,7 +107,7 @@ export function nodePolicySettings(node: V1Node): { settings: NodePolicySettings
     if (parsed === undefined) {
       problems.push({ annotation: NODE_CUSTOM_IMPORT_REJECT_ANNOTATION, message: `${JSON.stringify(cidr)} is not a CIDR; it is not rejected` });
     } else {
-      settings.customImportReject.push(`${parsed.network.toString()}/${parsed.prefixLength}`);
+      settings.customImportReject.push(parsed.cidr);
     }
   }
   return { settings, problems };
