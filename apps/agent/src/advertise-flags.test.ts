@@ -40,3 +40,10 @@ describe('--advertise-* and --override-nexthop', () => {
     }
   });
 });
+
+describe('--enable-ipv4 and --enable-ipv6 for the router', () => {
+  it("become routing-bgp's enableIpv4 and enableIpv6, kube-router's defaults first", () => {
+    expect(routingBgpPlugin.options.parse(routingBgpOptions(config([])))).toMatchObject({ enableIpv4: true, enableIpv6: false });
+    expect(routingBgpOptions(config(['--enable-ipv6=true', '--enable-ipv4=false']))).toMatchObject({ enableIpv4: false, enableIpv6: true });
+  });
+});

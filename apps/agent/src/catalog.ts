@@ -118,6 +118,8 @@ export function routingBgpOptions(config: AgentConfig): RoutingBgpOptions {
     ...(routing.routerId !== '' && { routerId: routing.routerId as RoutingBgpOptions['routerId'] }),
     ...(routing.clusterAsn !== 0 && { clusterAsn: routing.clusterAsn }),
     nodesFullMesh: routing.nodesFullMesh,
+    enableIpv4: config.ipFamilies.ipv4,
+    enableIpv6: config.ipFamilies.ipv6,
     enableIbgp: routing.enableIbgp,
     advertisePodCidr: routing.advertisePodCidr,
     advertiseClusterIp: routing.advertiseClusterIp,

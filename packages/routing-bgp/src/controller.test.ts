@@ -166,6 +166,16 @@ describe('the routing controller against a stand-in gobgpd', () => {
     expect([...bgp.gobgpd.peers.keys()].sort()).toEqual(['10.0.0.2', '10.0.0.3', '192.0.2.1']);
   });
 
+  it('with --enable-ipv6 on a node without an IPv6 address, routes nothing and says why, as kube-router refuses to', async () => {
+    const bgp = harness({ nodes: mesh, settings: { enabledFamilies: { ipv4: true, ipv6: true } } });
+    expect(await bgp.sync()).toBe('node node-1: IPv6 was enabled (--enable-ipv6), but no IPv6 address was found on the node');
+    expect(bgp.gobgpd.peers.size).toBe(0);
+    expect(bgp.warnings).toEqual([expect.stringContaining('node-1 InvalidNodeAddress: cannot route pods: IPv6 was enabled')]);
+    const dualStack = mesh.map((n, i) => ({ ...n, status: { addresses: [...n.status!.addresses!, { type: 'InternalIP', address: `fd00::${i + 1}` }] } }));
+    bgp.setNodes(dualStack);
+    expect(await bgp.sync()).toBeUndefined();
+  });
+
   it('after an agent restart beside a running gobgpd, its mesh peers are internal in the very first policy', async () => {
     const gobgpd = new FakeGobgpd();
     await harness({ nodes: mesh, gobgpd }).sync();

@@ -21,6 +21,7 @@ import {
   generatedRouterId,
   nodeAddresses,
   ownAsn,
+  missingFamilyProblem,
   onLinkPrefixContains,
   planInternalPeers,
   type Family,
@@ -51,6 +52,8 @@ export interface RoutingSettings {
   holdTimeSeconds: number;
   /** --router-id: an IPv4 address, `generate`, or undefined for this node's IPv4 address. */
   routerId?: string;
+  /** --enable-ipv4 / --enable-ipv6: the node must have an address of each enabled family; IPv6 is switched on. */
+  enabledFamilies?: Readonly<Record<'ipv4' | 'ipv6', boolean>>;
   /** --cluster-asn: every node's ASN in a full mesh (without one, each node's kube-router.io/node.asn). */
   clusterAsn: number;
   /** --nodes-full-mesh. */
@@ -622,6 +625,18 @@ export function createRoutingController(
           // Without its own address this node can neither peer nor announce: the whole sync fails, and says why.
           cluster.warn(me, 'InvalidNodeAddress', `cannot route pods: ${messageOf(error)}`);
           throw error;
+        }
+        const familyProblem = settings.enabledFamilies && missingFamilyProblem(addresses, settings.enabledFamilies);
+        if (familyProblem) {
+          // As kube-router, which then does not start its routing controller: the flags promise a family the node lacks.
+          cluster.warn(me, 'InvalidNodeAddress', `cannot route pods: ${familyProblem}`);
+          throw new Error(`node ${ctx.nodeName}: ${familyProblem}`);
+        }
+        if (settings.enabledFamilies?.ipv6) {
+          // kube-router turns IPv6 on for the node (net.ipv6.conf.all.disable_ipv6=0) when it is enabled.
+          await failures.attempt('ipv6/disable_ipv6', () =>
+            deps.runner.run({ command: 'sysctl', args: ['-q', '-w', 'net.ipv6.conf.all.disable_ipv6=0'], timeoutMs: 10_000, ...(settings.netns && { netns: settings.netns }) }),
+          );
         }
         const localAsn = ownAsn(me, settings.nodesFullMesh, settings.clusterAsn);
         const podCidrs = (await failures.attempt(`node/${ctx.nodeName}/pod-cidrs`, () => nodePodCidrs(me))) ?? [];

@@ -9,6 +9,7 @@ import {
   NODE_ASN_ANNOTATION,
   ownAsn,
   clusterAsnProblem,
+  missingFamilyProblem,
 } from './nodes.js';
 import { nodePodCidrs, POD_CIDR_ANNOTATION, POD_CIDRS_ANNOTATION } from '@kube-router/kube';
 import { learnedBestPaths, pathNextHop, pathPrefix, podCidrPath } from './paths.js';
@@ -103,6 +104,13 @@ describe('internal peer plan', () => {
     expect(ownAsn(annotated, false, 64512)).toBe(65001);
     expect(() => ownAsn(node('self', []), false, 64512)).toThrow('without --nodes-full-mesh, BGP starts only with the node\'s ASN in kube-router.io/node.asn');
     expect(() => ownAsn(node('self', [], { annotations: { [NODE_ASN_ANNOTATION]: ' 65001' } }), false, 64512)).toThrow(/not an ASN/);
+  });
+
+  it('names each family enabled by flag that the node has no address of', () => {
+    const v4 = { primary: '10.0.0.1', byFamily: { ipv4: '10.0.0.1' } };
+    expect(missingFamilyProblem(v4, { ipv4: true, ipv6: false })).toBeUndefined();
+    expect(missingFamilyProblem(v4, { ipv4: true, ipv6: true })).toBe('IPv6 was enabled (--enable-ipv6), but no IPv6 address was found on the node');
+    expect(missingFamilyProblem({ primary: 'fd00::1', byFamily: { ipv6: 'fd00::1' } }, { ipv4: true, ipv6: true })).toContain('IPv4 was enabled (--enable-ipv4)');
   });
 
   it("refuses a --cluster-asn outside kube-router's private ranges", () => {

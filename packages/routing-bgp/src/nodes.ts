@@ -18,6 +18,16 @@ export interface NodeAddresses {
   byFamily: Partial<Record<Family, string>>;
 }
 
+/**
+ * kube-router's check when its routing controller starts (NewKRNode): each family enabled with --enable-ipv4 or
+ * --enable-ipv6 must have an InternalIP or ExternalIP on the Node. Returns the problem, or undefined.
+ */
+export function missingFamilyProblem(addresses: NodeAddresses, enabled: Readonly<Record<Family, boolean>>): string | undefined {
+  const missing = (['ipv4', 'ipv6'] as const).filter((family) => enabled[family] && addresses.byFamily[family] === undefined);
+  if (missing.length === 0) return undefined;
+  return missing.map((family) => `${family === 'ipv4' ? 'IPv4' : 'IPv6'} was enabled (--enable-${family}), but no ${family === 'ipv4' ? 'IPv4' : 'IPv6'} address was found on the node`).join('; ');
+}
+
 export function familyOf(address: string): Family {
   const parsed = parseIp(address);
   if (parsed === undefined) throw new Error(`${JSON.stringify(address)} is not an IP address`);

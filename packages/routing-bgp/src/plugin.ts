@@ -41,6 +41,9 @@ export const routingBgpOptions = z
     holdTimeSeconds: z.number().int().min(3).max(65_535).default(90),
     /** --router-id: an IPv4 address or `generate`; default this node's IPv4 address. */
     routerId: z.union([z.literal('generate'), z.ipv4()]).optional(),
+    /** --enable-ipv4 (true) / --enable-ipv6 (false): the node must have an address of each; IPv6 is switched on. */
+    enableIpv4: z.boolean().default(true),
+    enableIpv6: z.boolean().default(false),
     /** --cluster-asn (64512). */
     clusterAsn: z
       .number()
@@ -137,6 +140,7 @@ function settingsOf(options: ParsedOptions): RoutingSettings {
     holdTimeSeconds: options.holdTimeSeconds,
     ...(options.routerId !== undefined && { routerId: options.routerId }),
     clusterAsn: options.clusterAsn,
+    enabledFamilies: { ipv4: options.enableIpv4, ipv6: options.enableIpv6 },
     nodesFullMesh: options.nodesFullMesh,
     enableIbgp: options.enableIbgp,
     advertisePodCidr: options.advertisePodCidr,
