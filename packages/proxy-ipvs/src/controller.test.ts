@@ -93,6 +93,19 @@ describe('proxy controller with bad Services beside good ones', () => {
     ]);
   });
 
+  it("masquerades as kube-router: not from and not to this node's pod CIDR, with --random-fully where iptables has it", async () => {
+    const runner = fakeNode().on('iptables -V', { stdout: 'iptables v1.8.9 (nf_tables)' });
+    const proxy = controllerHarness(runner, { services: [web], slices: [webSlice], node: { ...node, spec: { podCIDRs: ['10.244.0.0/24'] } } });
+    expect(await proxy.sync()).toEqual([]);
+    const rules = runner.invocations.filter((invocation) => invocation.command === 'iptables-restore').map((invocation) => invocation.input ?? '').join('');
+    const masq = rules.split('\n').filter((line) => line.startsWith('-A KUBE-ROUTER-SVC-MASQ'));
+    expect(masq).toEqual([
+      '-A KUBE-ROUTER-SVC-MASQ -s 10.244.0.0/24 -m ipvs --ipvs --vdir ORIGINAL --vmethod MASQ -j RETURN',
+      '-A KUBE-ROUTER-SVC-MASQ -d 10.244.0.0/24 -m ipvs --ipvs --vdir ORIGINAL --vmethod MASQ -j RETURN',
+      '-A KUBE-ROUTER-SVC-MASQ -m ipvs --ipvs --vdir ORIGINAL --vmethod MASQ -j MASQUERADE --random-fully',
+    ]);
+  });
+
   it('fails the sync for a Node pod CIDR that is not one and keeps it out of the masquerade rules of every Service', async () => {
     const runner = fakeNode();
     const oddNode: V1Node = { ...node, spec: { podCIDRs: ['10.244.0.0/24', 'not-a-cidr'] } };

@@ -155,12 +155,22 @@ export class Dataplane {
           `-s ${d.address}/${hostBits} -d ${d.address}/${hostBits} -m ipvs --vaddr ${server.service.address}/${hostBits} --vport ${server.service.port} --vproto ${server.service.protocol} -j SNAT --to-source ${server.service.address}`,
       ),
     );
+    // kube-router's SNAT rule per pod CIDR (`! -s <cidr> ! -d <cidr>`): traffic from a local pod keeps its address, and so
+    // does an outside client whose connection lands on a local endpoint (the reply leaves through this node's IPVS
+    // anyway); only traffic between two places off this node's pods is masqueraded, so that its reply comes back here.
+    const masquerade = `-m ipvs --ipvs --vdir ORIGINAL --vmethod MASQ -j MASQUERADE${(await iptables.hasRandomFully()) ? ' --random-fully' : ''}`;
     const masqRules = [
       ...hairpinRules,
       ...chains.preserveClient.map((server) => `-m ipvs --vaddr ${server.service.address} --vport ${server.service.port} --vproto ${server.service.protocol} -j RETURN`),
       ...(chains.masqueradeAll || chains.podCidrs.length === 0
-        ? ['-m ipvs --ipvs --vdir ORIGINAL --vmethod MASQ -j MASQUERADE']
-        : [...chains.podCidrs.map((cidr) => `-s ${cidr} -m ipvs --ipvs --vdir ORIGINAL --vmethod MASQ -j RETURN`), '-m ipvs --ipvs --vdir ORIGINAL --vmethod MASQ -j MASQUERADE']),
+        ? [masquerade]
+        : [
+            ...chains.podCidrs.flatMap((cidr) => [
+              `-s ${cidr} -m ipvs --ipvs --vdir ORIGINAL --vmethod MASQ -j RETURN`,
+              `-d ${cidr} -m ipvs --ipvs --vdir ORIGINAL --vmethod MASQ -j RETURN`,
+            ]),
+            masquerade,
+          ]),
     ];
     const masqJump = ['-m', 'comment', '--comment', MASQ_JUMP_COMMENT, '-j', MASQUERADE_CHAIN];
     await iptables.restore(
