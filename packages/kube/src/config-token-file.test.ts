@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -92,6 +92,35 @@ describe('a kubeconfig whose user has a token file', () => {
     await expect(list()).resolves.toMatchObject({ items: [] });
     await expect(write()).resolves.toMatchObject({ metadata: { name: 'written' } });
     expect(seen).toEqual(['GET Bearer second-token', 'POST Bearer second-token']);
+  });
+
+  it('uses a rotated token at the first request after the file changes, and trims it as client-go does', async () => {
+    accepted = 'first-token';
+    const path = join(dir, 'token-rotating');
+    await writeFile(path, 'first-token\n');
+    const kubeConfig = loadKubeConfig({ kubeconfig: await kubeadmKubeconfig('tokenFile', path), env: {} });
+    const list = () => listPage(kubeConfig, '/api/v1/nodes', {}, 'nodes', 5_000);
+    await expect(list()).resolves.toMatchObject({ items: [] });
+    // The kubelet swaps the projected token; kube-apiserver takes only the new one. No minute passes.
+    await writeFile(`${path}.new`, 'second-token-longer\n');
+    await rename(`${path}.new`, path);
+    accepted = 'second-token-longer';
+    seen.length = 0;
+    await expect(list()).resolves.toMatchObject({ items: [] });
+    expect(seen).toEqual(['GET Bearer second-token-longer']);
+  });
+
+  it('keeps sending the token read last while the file is briefly gone, and names the file when it never was there', async () => {
+    accepted = 'first-token';
+    const path = join(dir, 'token-vanishing');
+    await writeFile(path, 'first-token');
+    const kubeConfig = loadKubeConfig({ kubeconfig: await kubeadmKubeconfig('tokenFile', path), env: {} });
+    const list = () => listPage(kubeConfig, '/api/v1/nodes', {}, 'nodes', 5_000);
+    await expect(list()).resolves.toMatchObject({ items: [] });
+    await rm(path);
+    await expect(list()).resolves.toMatchObject({ items: [] });
+    const missing = loadKubeConfig({ kubeconfig: await kubeadmKubeconfig('tokenFile', join(dir, 'never')), env: {} });
+    await expect(listPage(missing, '/api/v1/nodes', {}, 'nodes', 5_000)).rejects.toThrow(`cannot read the bearer token file ${join(dir, 'never')}`);
   });
 
   it('an inline token wins over a token file, as in client-go', async () => {

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadKubeConfig, resolveIdentity, resolveNamespace, resolveNodeName } from './config.js';
 import { startTestCluster } from './testing/fixtures.js';
 import type { TestCluster } from './testing/fixtures.js';
+import { TOKEN_FILE_PROVIDER } from './token-file-auth.js';
 
 let dir: string;
 let cluster: TestCluster;
@@ -50,7 +51,7 @@ describe('loadKubeConfig', () => {
     const env = { KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443' };
     const inCluster = loadKubeConfig({ env, serviceAccountDir: accountDir });
     expect(inCluster.getCurrentCluster()).toMatchObject({ server: 'https://10.96.0.1:443', caFile: join(accountDir, 'ca.crt') });
-    expect(inCluster.getCurrentUser()?.authProvider).toEqual({ name: 'tokenFile', config: { tokenFile: join(accountDir, 'token') } });
+    expect(inCluster.getCurrentUser()?.authProvider).toEqual({ name: TOKEN_FILE_PROVIDER, config: { path: join(accountDir, 'token') } });
     expect(inCluster.getContextObject(inCluster.getCurrentContext())?.namespace).toBe('kube-router');
 
     const v6 = loadKubeConfig({ env: { ...env, KUBERNETES_SERVICE_HOST: 'fd00::1' }, serviceAccountDir: accountDir });
@@ -59,7 +60,7 @@ describe('loadKubeConfig', () => {
     const overridden = loadKubeConfig({ env, serviceAccountDir: accountDir, master: 'https://192.0.2.10:6443' });
     expect(overridden.getCurrentCluster()?.server).toBe('https://192.0.2.10:6443');
     // The token still goes with it.
-    expect(overridden.getCurrentUser()?.authProvider?.config.tokenFile).toBe(join(accountDir, 'token'));
+    expect(overridden.getCurrentUser()?.authProvider?.config.path).toBe(join(accountDir, 'token'));
   });
 
   it('uses --master alone outside a cluster', async () => {

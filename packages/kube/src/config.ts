@@ -4,6 +4,7 @@ import { isIPv6 } from 'node:net';
 import { dirname, isAbsolute, join } from 'node:path';
 import { dumpYaml, KubeConfig, loadYaml } from '@kubernetes/client-node';
 import type { Cluster, User } from '@kubernetes/client-node';
+import { addTokenFileAuthenticator, tokenFileUser } from './token-file-auth.js';
 
 /** Where Kubernetes mounts a pod's service account credentials. */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -29,6 +30,7 @@ export function loadKubeConfig(options: KubeConfigOptions = {}): KubeConfig {
   const env = options.env ?? process.env;
   const master = options.master?.trim() || undefined;
   const kubeConfig = new KubeConfig();
+  addTokenFileAuthenticator(kubeConfig);
 
   if (options.kubeconfig) {
     if (!existsSync(options.kubeconfig)) throw new Error(`kubeconfig ${options.kubeconfig} does not exist`);
@@ -59,10 +61,10 @@ export function loadKubeConfig(options: KubeConfigOptions = {}): KubeConfig {
 /**
  * A kubeconfig file, with a user's token file read as client-go reads it. client-node knows only `token-file`, read
  * once at load, and not client-go's `tokenFile`, which kubeadm's kube-proxy kubeconfig (mounted by kube-router's
- * kubeadm DaemonSets) uses: every request went out without credentials and got 401. Either spelling becomes
- * client-node's tokenFile provider, which re-reads the file at least every minute, as client-go does, so a rotated
- * bound service account token is used for lists, watches and writes alike. A relative path is relative to the
- * kubeconfig's directory, as in client-go.
+ * kubeadm DaemonSets) uses: every request went out without credentials and got 401. Either spelling becomes a
+ * tokenFileUser, whose token is re-read as soon as the file changes (and at least every minute, as client-go does),
+ * so a rotated bound service account token is used for lists, watches and writes alike. A relative path is relative
+ * to the kubeconfig's directory, as in client-go.
  */
 function loadKubeconfigFile(kubeConfig: KubeConfig, file: string): void {
   const raw = loadYaml<{ users?: Array<{ name?: unknown; user?: Record<string, unknown> | null }> } | null>(readFileSync(file, 'utf8'));
@@ -86,7 +88,7 @@ function loadKubeconfigFile(kubeConfig: KubeConfig, file: string): void {
     contexts: kubeConfig.getContexts(),
     users: kubeConfig.getUsers().map((user): User => {
       const tokenFile = tokenFiles.get(user.name);
-      return tokenFile === undefined ? user : { ...user, authProvider: { name: 'tokenFile', config: { tokenFile } } };
+      return tokenFile === undefined ? user : tokenFileUser(user, tokenFile);
     }),
     currentContext: kubeConfig.getCurrentContext(),
   });
@@ -109,8 +111,8 @@ function loadInCluster(kubeConfig: KubeConfig, env: NodeJS.ProcessEnv, serviceAc
         skipTLSVerify: false,
       },
     ],
-    // The tokenFile provider re-reads the token every minute: bound service account tokens rotate.
-    users: [{ name: 'in-cluster', authProvider: { name: 'tokenFile', config: { tokenFile: join(serviceAccountDir, 'token') } } }],
+    // Bound service account tokens rotate: the token is re-read when the file changes.
+    users: [tokenFileUser({ name: 'in-cluster' }, join(serviceAccountDir, 'token'))],
     contexts: [
       {
         name: 'in-cluster',

@@ -4,6 +4,7 @@ export { ResourceRegistry, builtinResources } from './apiserver/resources.js';
 export { parseManifests, loadManifestFiles } from './apiserver/seed.js';
 export { parseLabelSelector, matchesLabelSelector } from './apiserver/selectors/label-selector.js';
 export { kubeconfigYaml, kubeconfigContext } from './apiserver/kubeconfig.js';
+export type { KubeconfigAccess } from './apiserver/kubeconfig.js';
 export { freePort } from './ports.js';
 export { waitFor } from './wait.js';
 

@@ -130,6 +130,11 @@ export function methodNotAllowed(method: string): ApiError {
   return new ApiError(405, 'MethodNotAllowed', `the server does not allow this method on the requested resource (${method})`);
 }
 
+/** kube-apiserver's answer to a request without valid credentials: `{"message": "Unauthorized", "code": 401}`. */
+export function unauthorized(): ApiError {
+  return new ApiError(401, 'Unauthorized', 'Unauthorized');
+}
+
 export function resourceNotFound(): ApiError {
   return new ApiError(404, 'NotFound', 'the server could not find the requested resource');
 }

@@ -11,7 +11,7 @@ import type { RequestLog } from './http/request-log.js';
 import { RequestLog as RequestLogImpl } from './http/request-log.js';
 import { WatchStreams } from './http/watch.js';
 import type { KubeObject } from './kube-object.js';
-import { kubeconfigYaml } from './kubeconfig.js';
+import { kubeconfigYaml, type KubeconfigAccess } from './kubeconfig.js';
 import type { PatchType } from './patch/apply-patch.js';
 import type { ResourceType } from './resources.js';
 import { ResourceRegistry } from './resources.js';
@@ -20,6 +20,7 @@ import { parseLabelSelector } from './selectors/label-selector.js';
 import { ObjectStore } from './store/object-store.js';
 import type { WriteOptions } from './store/object-store.js';
 import { loadSchemaValidators, SchemaValidation } from './store/schema-validation.js';
+import { createServingCertificate } from './tls.js';
 
 /**
  * What the programmatic API accepts: a plain KubeObject, or any object with apiVersion, kind and metadata
@@ -49,6 +50,17 @@ export interface ApiServerOptions {
    * purpose; `{ except: ['pods'] }` validates every resource but the plurals listed. Seeds are validated too.
    */
   validation?: boolean | { except: readonly string[] };
+  /**
+   * Serve HTTPS, with a CA and a serving certificate made for this server (for `host`, localhost and loopback), as
+   * kube-apiserver does; `server.ca` is the CA to trust. Default false: plain HTTP.
+   */
+  tls?: boolean;
+  /**
+   * The bearer tokens the server accepts. Given, every API request without one of them is answered 401 Unauthorized,
+   * as kube-apiserver answers it (the health endpoints stay open); `server.authentication.setTokens` changes them
+   * while it runs, as a rotated service account token does. Default: no authentication.
+   */
+  tokens?: readonly string[];
 }
 
 /** Per-write options of the programmatic API. */
@@ -72,8 +84,12 @@ export interface ListSelectors {
 }
 
 export interface ApiServer {
-  /** http://host:port */
+  /** http://host:port, or https:// with `tls` */
   readonly url: string;
+  /** The CA (PEM) that signed the serving certificate, with `tls`. */
+  readonly ca: string | undefined;
+  /** The bearer tokens accepted now; undefined when the server authenticates no one (anyone may call). */
+  readonly authentication: { readonly tokens: readonly string[] | undefined; setTokens(tokens: readonly string[] | undefined): void };
   readonly port: number;
   readonly registry: ResourceRegistry;
   readonly faults: ApiServerFaults;
@@ -83,9 +99,12 @@ export interface ApiServer {
   readonly validation: ApiServerValidation;
   /** The current (global) resourceVersion. */
   readonly resourceVersion: string;
-  /** Writes a kubeconfig (no credentials, context 'embedded') to `path` or a temporary file; returns the path. */
-  writeKubeconfig(path?: string): Promise<string>;
-  kubeconfigYaml(): string;
+  /**
+   * Writes a kubeconfig (context 'embedded') to `path` or a temporary file; returns the path. It trusts the server's
+   * CA and, unless `access` says otherwise, sends the first accepted token.
+   */
+  writeKubeconfig(path?: string, access?: KubeconfigAccess): Promise<string>;
+  kubeconfigYaml(access?: KubeconfigAccess): string;
   create(obj: KubeObjectInput, options?: WriteRequestOptions): KubeObject;
   get(apiVersion: string, kind: string, namespace: string | undefined, name: string): KubeObject | undefined;
   list(apiVersion: string, kind: string, namespace?: string, selectors?: ListSelectors): KubeObject[];
@@ -139,9 +158,11 @@ async function temporaryKubeconfigDir(): Promise<string> {
   return dir;
 }
 
-/** Starts the embedded Kubernetes API server over plain HTTP. */
+/** Starts the embedded Kubernetes API server, over plain HTTP unless `tls`. */
 export async function startApiServer(options: ApiServerOptions = {}): Promise<ApiServer> {
   const host = options.host ?? '127.0.0.1';
+  const certificate = options.tls ? await createServingCertificate([host]) : undefined;
+  let tokens = options.tokens === undefined ? undefined : new Set(options.tokens);
   const registry = new ResourceRegistry();
   const validationOption = options.validation ?? true;
   const validation = new SchemaValidation(
@@ -194,15 +215,38 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
     }
   }
 
-  const app = buildApp({ registry, store, watches, faults, requests, serverAddress: () => address });
+  const app = buildApp({
+    registry,
+    store,
+    watches,
+    faults,
+    requests,
+    serverAddress: () => address,
+    ...(certificate && { https: { key: certificate.key, cert: certificate.cert } }),
+    authenticate: (authorization) => tokens === undefined || (authorization?.startsWith('Bearer ') === true && tokens.has(authorization.slice(7))),
+  });
   await app.listen({ host, port: options.port ?? 0 });
   const { port } = app.server.address() as AddressInfo;
   address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
-  const url = `http://${address}`;
+  const url = `${certificate ? 'https' : 'http'}://${address}`;
+  const access = (given: KubeconfigAccess = {}): KubeconfigAccess => {
+    const token = tokens === undefined ? undefined : [...tokens][0];
+    const defaults = { ...(certificate && { ca: certificate.ca }), ...(token !== undefined && given.tokenFile === undefined && { token }) };
+    return { ...defaults, ...given };
+  };
 
   const server: ApiServer = {
     url,
     port,
+    ca: certificate?.ca,
+    authentication: {
+      get tokens() {
+        return tokens === undefined ? undefined : [...tokens];
+      },
+      setTokens(next) {
+        tokens = next === undefined ? undefined : new Set(next);
+      },
+    },
     registry,
     faults,
     requests,
@@ -210,15 +254,15 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
     get resourceVersion() {
       return String(store.resourceVersion);
     },
-    kubeconfigYaml: () => kubeconfigYaml(url),
-    async writeKubeconfig(path) {
+    kubeconfigYaml: (given) => kubeconfigYaml(url, 'default', access(given)),
+    async writeKubeconfig(path, given) {
       let target = path;
       if (target === undefined) {
         const dir = await temporaryKubeconfigDir();
         temporaryDirs.push(dir);
         target = join(dir, 'config');
       }
-      await writeFile(target, kubeconfigYaml(url), { mode: 0o600 });
+      await writeFile(target, kubeconfigYaml(url, 'default', access(given)), { mode: 0o600 });
       return target;
     },
     create(input, request) {

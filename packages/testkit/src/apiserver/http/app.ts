@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import Fastify from 'fastify';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, errorForCode, requestEntityTooLarge, resourceNotFound } from '../errors.js';
+import { ApiError, errorForCode, requestEntityTooLarge, resourceNotFound, unauthorized } from '../errors.js';
 import { maxRequestBodyBytes } from './body-bounds.js';
 import { apiGroupDocument, apiGroupList, apiResourceList, apiVersions, serverVersion } from './discovery.js';
 import { openApiV3GroupVersion, openApiV3Root } from './openapi.js';
@@ -9,10 +9,15 @@ import type { ResourceHandlerContext } from './resource-handler.js';
 import { handleResourceRequest } from './resource-handler.js';
 
 const allMethods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+const HEALTH_PATHS = ['/healthz', '/livez', '/readyz'];
 
 export interface AppContext extends ResourceHandlerContext {
   /** host:port clients reach the server at, for /api's serverAddressByClientCIDRs. */
   serverAddress(): string;
+  /** Serve HTTPS with this key and certificate (PEM). */
+  https?: { key: string; cert: string };
+  /** Whether a request's Authorization header lets it in; a request it refuses is answered 401. */
+  authenticate?(authorization: string | undefined): boolean;
 }
 
 function sendError(reply: FastifyReply, error: unknown): FastifyReply {
@@ -35,14 +40,20 @@ function found<T>(document: T | undefined): T {
 
 /** The Fastify application: discovery, OpenAPI and resource routes, with latency injection and Status errors. */
 export function buildApp(context: AppContext): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: maxRequestBodyBytes, forceCloseConnections: true });
+  const options = { logger: false, bodyLimit: maxRequestBodyBytes, forceCloseConnections: true } as const;
+  // One FastifyInstance type for both: the routes below do not depend on the transport.
+  const app = (context.https ? Fastify({ ...options, https: context.https }) : Fastify(options)) as unknown as FastifyInstance;
 
   // Bodies are parsed per request, because the content type decides between JSON, YAML and patch types.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
 
-  app.addHook('onRequest', async () => {
+  app.addHook('onRequest', async (request) => {
     if (context.faults.latencyMs > 0) await sleep(context.faults.latencyMs);
+    // As kube-apiserver with anonymous access off: no valid bearer token, no API (the health endpoints stay open, as
+    // kube-apiserver's are for probes).
+    const path = request.url.split('?')[0] ?? '';
+    if (context.authenticate && !HEALTH_PATHS.includes(path) && !context.authenticate(request.headers.authorization)) throw unauthorized();
   });
   app.setErrorHandler((error, _request, reply) => sendError(reply, error));
   app.setNotFoundHandler((_request, reply) => sendError(reply, resourceNotFound()));
@@ -55,7 +66,7 @@ export function buildApp(context: AppContext): FastifyInstance {
     discovery(request);
     return serverVersion;
   });
-  for (const path of ['/healthz', '/livez', '/readyz']) {
+  for (const path of HEALTH_PATHS) {
     app.get(path, async (_request, reply) => reply.type('text/plain').send('ok'));
   }
   app.get('/api', async (request) => {
