@@ -1,4 +1,5 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { get as httpsGet } from 'node:https';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -138,6 +139,19 @@ describe.skipIf(!isRoot).each([
       expect(written.plugins[0]).toMatchObject({ type: 'bridge', ipam: { ranges: node.spec.podCIDRs.map((subnet) => [{ subnet }]) } });
       expect(written.plugins[0]!.mtu).toBeGreaterThan(0);
     }
+  });
+
+  it("serves the API over HTTPS to bearer tokens only; each agent uses kubeadm's kube-proxy kubeconfig (tokenFile, ca.crt)", async () => {
+    const server = /server: (https:\/\/\S+)/.exec(await readFile(kubeconfig, 'utf8'))?.[1];
+    expect(server).toBeDefined();
+    // Anonymous: 401, as kube-apiserver with anonymous access off (the CA is not even needed to be told so).
+    const status = await new Promise<number>((resolve, reject) =>
+      httpsGet(`${server}/api/v1/nodes`, { rejectUnauthorized: false }, (response) => resolve(response.statusCode ?? 0)).on('error', reject),
+    );
+    expect(status).toBe(401);
+    const agentKubeconfig = await readFile(join(dirname(kubeconfig), 'lab-node-1', 'kubeconfig.conf'), 'utf8');
+    expect(agentKubeconfig).toMatch(/tokenFile: .*lab-node-1\/serviceaccount\/token/);
+    expect(agentKubeconfig).toMatch(/certificate-authority: .*lab-node-1\/serviceaccount\/ca\.crt/);
   });
 
   it('runs the seeded pods in network namespaces on their nodes', async () => {

@@ -9,6 +9,7 @@
  *
  * Without root it runs one agent in-process with no dataplane (LoadBalancer allocation only), on 127.0.0.1.
  */
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -154,8 +155,10 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
 
   async function startNodes(signal: AbortSignal): Promise<void> {
     underlay = await createLabUnderlay({ runId: settings.runId, ...(settings.underlayCidrs && { cidrs: settings.underlayCidrs }) });
-    // On the host's underlay address: where the nodes' agents reach it, and kubectl in this shell too.
-    server = await startApiServer({ host: underlay.hostIps[0]!, port: settings.apiPort, seed });
+    // On the host's underlay address: where the nodes' agents reach it, and kubectl in this shell too. HTTPS with its
+    // own CA and bearer tokens, as a kubeadm cluster's kube-apiserver: this shell's kubeconfig has an admin token.
+    const adminToken = randomBytes(24).toString('hex');
+    server = await startApiServer({ host: underlay.hostIps[0]!, port: settings.apiPort, seed, tls: true, tokens: [adminToken] });
     const kubeconfig = await server.writeKubeconfig(join(workdir, 'kubeconfig'));
     cluster = await startLabCluster({ apiServer: server, underlay, runId: settings.runId, nodes: settings.nodes });
     // The seeded pods run before the agents start, so that their first syncs see them with their addresses.
@@ -169,6 +172,19 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
     );
     router = await startRouter(cluster);
     const routerFlags = router ? externalRouterFlags(router) : [];
+    const agentKubeconfigs = new Map<string, string>();
+    for (const node of cluster.nodes) {
+      // What kube-router's kubeadm DaemonSets mount: the pod's service account token and ca.crt, and kubeadm's
+      // kube-proxy kubeconfig naming both (client-go's tokenFile), each node's agent with a token of its own.
+      const accountDir = join(workdir, node.nodeName, 'serviceaccount');
+      await mkdir(accountDir, { recursive: true });
+      const token = randomBytes(24).toString('hex');
+      await writeFile(join(accountDir, 'token'), token, { mode: 0o600 });
+      await writeFile(join(accountDir, 'ca.crt'), server.ca!);
+      server.authentication.setTokens([...(server.authentication.tokens ?? []), token]);
+      const access = { caFile: join(accountDir, 'ca.crt'), tokenFile: join(accountDir, 'token') };
+      agentKubeconfigs.set(node.nodeName, await server.writeKubeconfig(join(workdir, node.nodeName, 'kubeconfig.conf'), access));
+    }
     for (const node of cluster.nodes) {
       // Each node's /etc/cni/net.d as kube-router's install-cni init container leaves it: the ConfigMap's conflist,
       // without ranges until the agent writes the node's pod CIDRs into it.
@@ -181,7 +197,7 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
           netns: node.nodeNetns,
           ...(settings.agentCli !== undefined && { cli: settings.agentCli }),
           env: { KUBE_ROUTER_CNI_CONF_FILE: cniConfFile },
-          args: agentFlags([`--kubeconfig=${kubeconfig}`, `--hostname-override=${node.nodeName}`, ...routerFlags]),
+          args: agentFlags([`--kubeconfig=${agentKubeconfigs.get(node.nodeName)!}`, `--hostname-override=${node.nodeName}`, ...routerFlags]),
           logger: log,
           onLine: (stream, line) => (stream === 'stdout' ? process.stdout : process.stderr).write(`${line}\n`),
         }),

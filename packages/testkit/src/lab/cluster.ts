@@ -12,7 +12,7 @@ export interface LabClusterNodeSpec {
 
 export interface LabClusterOptions {
   /** The API server every node registers with: the embedded one (anything with a `url`) or a URL. */
-  apiServer?: { url: string } | string;
+  apiServer?: { url: string; kubeconfigYaml?(): string } | string;
   kubeConfig?: KubeConfig;
   /**
    * A number of nodes, named `lab-node-1` ... with pod CIDRs 10.244.<k-1>.0/24 and fd00:10:244:<k-1>::/64, or the

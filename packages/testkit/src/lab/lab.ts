@@ -17,7 +17,7 @@ const defaultPodTimeoutMs = 20_000;
 
 export interface LabOptions {
   /** The API server the lab registers its node and pods with: the embedded one (anything with a `url`) or a URL. */
-  apiServer?: { url: string } | string;
+  apiServer?: { url: string; kubeconfigYaml?(): string } | string;
   /** Instead of `apiServer`: how to reach any API server. */
   kubeConfig?: KubeConfig;
   /** The Node object's name; pods bound to it (`spec.nodeName`) run in the lab. Default `lab-node`. */
@@ -247,8 +247,13 @@ function labPod({ uid, sandbox }: RunningPod): LabPod {
 function resolveKubeConfig(options: LabOptions): KubeConfig {
   if (options.kubeConfig) return options.kubeConfig;
   if (!options.apiServer) throw new Error('startLab needs an apiServer (or a kubeConfig)');
-  const server = typeof options.apiServer === 'string' ? options.apiServer : options.apiServer.url;
   const kubeConfig = new KubeConfig();
+  if (typeof options.apiServer !== 'string' && options.apiServer.kubeconfigYaml) {
+    // The embedded server's own kubeconfig: its CA and a token it accepts, when it serves HTTPS or requires one.
+    kubeConfig.loadFromString(options.apiServer.kubeconfigYaml());
+    return kubeConfig;
+  }
+  const server = typeof options.apiServer === 'string' ? options.apiServer : options.apiServer.url;
   kubeConfig.loadFromOptions({
     // client-node refuses plain http:// unless TLS verification is "skipped", although there is no TLS to verify.
     clusters: [{ name: 'lab', server, skipTLSVerify: server.startsWith('http:') }],
