@@ -154,6 +154,16 @@ describe.skipIf(!isRoot).each([
     expect(agentKubeconfig).toMatch(/certificate-authority: .*lab-node-1\/serviceaccount\/ca\.crt/);
   });
 
+  it("attaches pods with the real CNI plugins from the agent's file: addresses from host-local, veths on kube-bridge", async () => {
+    const nodeOne = (await pods()).filter((p) => p.spec.nodeName === 'lab-node-1');
+    const leases = join(dirname(kubeconfig), 'lab-node-1', 'cni-leases', 'mynet');
+    // host-local keeps one file per address it handed out.
+    for (const pod of nodeOne) expect(existsSync(join(leases, pod.status.podIP)), pod.metadata.name).toBe(true);
+    const nodeNetns = (await run('ip', ['netns', 'list'])).stdout.split('\n').map((l) => l.split(' ')[0]!).find((n) => n.endsWith('-lab-node-1'))!;
+    const ports = JSON.parse((await run('ip', ['-n', nodeNetns, '-j', 'link', 'show', 'master', 'kube-bridge'])).stdout) as unknown[];
+    expect(ports).toHaveLength(nodeOne.length);
+  });
+
   it('runs the seeded pods in network namespaces on their nodes', async () => {
     const items = await pods();
     expect(items.map((p) => [p.metadata.name, p.spec.nodeName]).sort()).toEqual([

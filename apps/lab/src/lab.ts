@@ -19,6 +19,7 @@ import { pino } from 'pino';
 import { createKubeContext, loadKubeConfig } from '@kube-router/kube';
 import {
   createLabUnderlay,
+  defaultClusterNodes,
   loadManifestFiles,
   startApiServer,
   startLabCluster,
@@ -160,44 +161,47 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
     const adminToken = randomBytes(24).toString('hex');
     server = await startApiServer({ host: underlay.hostIps[0]!, port: settings.apiPort, seed, tls: true, tokens: [adminToken] });
     const kubeconfig = await server.writeKubeconfig(join(workdir, 'kubeconfig'));
-    cluster = await startLabCluster({ apiServer: server, underlay, runId: settings.runId, nodes: settings.nodes });
-    // The seeded pods run before the agents start, so that their first syncs see them with their addresses.
-    await Promise.all(
-      cluster.nodes.flatMap((node) =>
-        server!
-          .list('v1', 'Pod')
-          .filter((pod) => (pod.spec as { nodeName?: string } | undefined)?.nodeName === node.nodeName)
-          .map((pod) => node.waitForPod({ namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name ?? '' })),
-      ),
-    );
-    router = await startRouter(cluster);
-    const routerFlags = router ? externalRouterFlags(router) : [];
-    const agentKubeconfigs = new Map<string, string>();
-    for (const node of cluster.nodes) {
-      // What kube-router's kubeadm DaemonSets mount: the pod's service account token and ca.crt, and kubeadm's
-      // kube-proxy kubeconfig naming both (client-go's tokenFile), each node's agent with a token of its own.
-      const accountDir = join(workdir, node.nodeName, 'serviceaccount');
+    // What each node has before its agent starts, as on a kubeadm node running kube-router's kubeadm DaemonSet: the
+    // pod's service account token and ca.crt, kubeadm's kube-proxy kubeconfig naming both (client-go's tokenFile),
+    // each agent with a token of its own; and /etc/cni/net.d as the install-cni init container leaves it, the
+    // ConfigMap's conflist without ranges until the agent writes the node's pod CIDRs into it.
+    const specs = defaultClusterNodes(settings.nodes);
+    const files = new Map<string, { kubeconfig: string; cniConfFile: string }>();
+    for (const spec of specs) {
+      const accountDir = join(workdir, spec.name, 'serviceaccount');
       await mkdir(accountDir, { recursive: true });
       const token = randomBytes(24).toString('hex');
       await writeFile(join(accountDir, 'token'), token, { mode: 0o600 });
       await writeFile(join(accountDir, 'ca.crt'), server.ca!);
       server.authentication.setTokens([...(server.authentication.tokens ?? []), token]);
       const access = { caFile: join(accountDir, 'ca.crt'), tokenFile: join(accountDir, 'token') };
-      agentKubeconfigs.set(node.nodeName, await server.writeKubeconfig(join(workdir, node.nodeName, 'kubeconfig.conf'), access));
+      const cniConfFile = join(workdir, spec.name, KUBE_ROUTER_CNI_CONF_NAME);
+      // host-local's leases in the node's own directory, as /var/lib/cni is each node's own: not the host's.
+      const [bridge, ...others] = KUBE_ROUTER_CNI_CONFLIST.plugins;
+      const conflist = { ...KUBE_ROUTER_CNI_CONFLIST, plugins: [{ ...bridge, ipam: { ...bridge.ipam, dataDir: join(workdir, spec.name, 'cni-leases') } }, ...others] };
+      await writeFile(cniConfFile, JSON.stringify(conflist, null, 2));
+      files.set(spec.name, { kubeconfig: await server.writeKubeconfig(join(workdir, spec.name, 'kubeconfig.conf'), access), cniConfFile });
     }
+    // The kubelet attaches pods with the real CNI plugins from that file, once the router has written its ranges; a
+    // build without the router keeps the lab's routed veths.
+    const cni = defaultCatalog.router !== undefined;
+    cluster = await startLabCluster({
+      apiServer: server,
+      underlay,
+      runId: settings.runId,
+      nodes: specs.map((spec) => ({ ...spec, ...(cni && { cniConfFile: files.get(spec.name)!.cniConfFile }) })),
+    });
+    router = await startRouter(cluster);
+    const routerFlags = router ? externalRouterFlags(router) : [];
     for (const node of cluster.nodes) {
-      // Each node's /etc/cni/net.d as kube-router's install-cni init container leaves it: the ConfigMap's conflist,
-      // without ranges until the agent writes the node's pod CIDRs into it.
-      const cniConfFile = join(workdir, node.nodeName, KUBE_ROUTER_CNI_CONF_NAME);
-      await mkdir(dirname(cniConfFile), { recursive: true });
-      await writeFile(cniConfFile, JSON.stringify(KUBE_ROUTER_CNI_CONFLIST, null, 2));
+      const { kubeconfig: agentKubeconfig, cniConfFile } = files.get(node.nodeName)!;
       agents.push(
         new NodeAgent({
           nodeName: node.nodeName,
           netns: node.nodeNetns,
           ...(settings.agentCli !== undefined && { cli: settings.agentCli }),
           env: { KUBE_ROUTER_CNI_CONF_FILE: cniConfFile },
-          args: agentFlags([`--kubeconfig=${agentKubeconfigs.get(node.nodeName)!}`, `--hostname-override=${node.nodeName}`, ...routerFlags]),
+          args: agentFlags([`--kubeconfig=${agentKubeconfig}`, `--hostname-override=${node.nodeName}`, ...routerFlags]),
           logger: log,
           onLine: (stream, line) => (stream === 'stdout' ? process.stdout : process.stderr).write(`${line}\n`),
         }),
@@ -214,6 +218,15 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
       }
       if (metrics.port !== 0) process.stdout.write(`${urlOf(address, metrics.port)}${metrics.path}\n`);
     }
+    // The seeded pods run once their node's network is there: with CNI, after the agent has written its ranges.
+    await Promise.all(
+      cluster.nodes.flatMap((node) =>
+        server!
+          .list('v1', 'Pod')
+          .filter((pod) => (pod.spec as { nodeName?: string } | undefined)?.nodeName === node.nodeName)
+          .map((pod) => node.waitForPod({ namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name ?? '' }, 60_000)),
+      ),
+    );
   }
 
   /**

@@ -8,6 +8,8 @@ export interface LabClusterNodeSpec {
   name: string;
   /** At most one per family, as `spec.podCIDRs`. */
   podCidrs: readonly string[];
+  /** Attach this node's pods with the CNI plugins of this configuration list (LabNodeOptions.cniConfFile). */
+  cniConfFile?: string;
 }
 
 export interface LabClusterOptions {
@@ -75,6 +77,7 @@ export async function startLabCluster(options: LabClusterOptions): Promise<LabCl
         podCidrs: spec.podCidrs,
         nodeIps: underlay.nodeIps(index + 1),
         uplink: { netns: underlay.netns, bridge: underlay.bridge, peerName: `node${index + 1}`, prefixLengths },
+        ...(spec.cniConfFile !== undefined && { cniConfFile: spec.cniConfFile }),
       }),
     ),
   );

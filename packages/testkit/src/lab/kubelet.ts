@@ -102,7 +102,11 @@ export class LabKubelet {
     return pod?.published ? pod : undefined;
   }
 
-  /** Resolves once the pod with this key (and uid, when given) runs; rejects on its first failure or at the timeout. */
+  /**
+   * Resolves once the pod with this key (and uid, when given) runs; rejects on its first failure or at the timeout.
+   * On a CNI node a failure is waited through, as a kubelet retries a pod whose network is not ready yet (the CNI file
+   * has no ranges until the agent writes them); the timeout then names the last one.
+   */
   waitUntilRunning(key: string, uid: string | undefined, timeoutMs: number): Promise<RunningPod> {
     return this.waitFor(key, timeoutMs, 'to run', () => {
       const pod = this.runningPod(key);
@@ -131,14 +135,20 @@ export class LabKubelet {
           resolve(result);
         }
       };
+      let lastFailure: unknown;
       const onError = (error: unknown): void => {
+        if (this.node.cniConfFile !== undefined) {
+          lastFailure = error;
+          return;
+        }
         cleanup();
         reject(error instanceof Error ? error : new Error(String(error)));
       };
       const timer = setTimeout(() => {
         cleanup();
         const watchProblem = this.lastWatchError ? ` (last watch error: ${String(this.lastWatchError)})` : '';
-        reject(new Error(`pod ${key} did not come ${what} on lab node ${this.node.nodeName} within ${timeoutMs} ms${watchProblem}`));
+        const failure = lastFailure === undefined ? '' : ` (last failure: ${describe(lastFailure)})`;
+        reject(new Error(`pod ${key} did not come ${what} on lab node ${this.node.nodeName} within ${timeoutMs} ms${watchProblem}${failure}`));
       }, timeoutMs);
       this.events.on(key, onChange);
       this.events.on(`error:${key}`, onError);

@@ -1,3 +1,5 @@
+import { readFile } from 'node:fs/promises';
+import { cniAdd, cniDel, type CniInvocation } from '../cni/cni-runner.js';
 import { trackNetns, untrackNetns } from './exit-cleanup.js';
 import { IpAllocator, firstHostAddress, ipFamily, parsePodCidrs } from './ip-allocator.js';
 import type { IpFamily, PodCidr } from './ip-allocator.js';
@@ -24,6 +26,12 @@ export interface LabNodeOptions {
   nodeIps?: readonly string[];
   /** Plugs the node into an underlay: its addresses then go on the uplink, with the underlay's prefix lengths. */
   uplink?: LabNodeUplink;
+  /**
+   * Attach pods as a kubelet does, with the CNI plugins of this configuration list (kube-router's: bridge and
+   * host-local on kube-bridge), read at each pod's ADD, instead of the lab's routed veths. Until the file gives
+   * host-local its ranges (the agent writes them), pods fail to start and the kubelet retries.
+   */
+  cniConfFile?: string;
 }
 
 /** The interface of a lab node on the underlay, inside the node netns. */
@@ -55,8 +63,10 @@ export interface PodSandbox {
   namespace: string;
   name: string;
   netns: string;
-  /** The node side of the pod's veth pair, in the node netns; undefined for a host-network pod. */
+  /** The node side of the pod's veth pair, in the node netns; undefined for a host-network pod and a CNI-attached one. */
   hostInterface: string | undefined;
+  /** Attached by the CNI plugins: detached by them (CNI DEL) too. */
+  cni: boolean;
   /** A host-network pod shares the node netns and its addresses. */
   hostNetwork: boolean;
   /** One address per pod CIDR, in the order of the node's pod CIDRs. */
@@ -81,6 +91,7 @@ export class LabNode {
     readonly netns: string,
     readonly podCidrs: readonly PodCidr[],
     readonly nodeIps: readonly string[],
+    readonly cniConfFile: string | undefined,
   ) {
     this.allocators = new Map(podCidrs.map((cidr) => [cidr.family, new IpAllocator(cidr, nodeIps)]));
   }
@@ -129,11 +140,12 @@ export class LabNode {
       untrackNetns(netns);
       throw error;
     }
-    return new LabNode(options.runId, options.nodeName, netns, podCidrs, nodeIps);
+    return new LabNode(options.runId, options.nodeName, netns, podCidrs, nodeIps, options.cniConfFile);
   }
 
   /** Creates a pod's netns, wires it to the node and starts its agent listening on the pod's ports. */
   async addSandbox(pod: { namespace: string; name: string; ports: readonly ContainerPort[] }): Promise<PodSandbox> {
+    if (this.cniConfFile !== undefined) return this.addCniSandbox(pod, this.cniConfFile);
     const names = nextSandboxNames(this.runId, pod.namespace, pod.name);
     const { ports, skippedPorts } = listenPorts(pod.ports);
     const ips: string[] = [];
@@ -158,9 +170,49 @@ export class LabNode {
       for (const address of ips) this.releaseIp(address);
       throw error;
     }
-    const sandbox: PodSandbox = { ...pod, ...names, hostNetwork: false, ips, ports, skippedPorts, agent };
+    const sandbox: PodSandbox = { ...pod, ...names, hostNetwork: false, cni: false, ips, ports, skippedPorts, agent };
     this.sandboxes.add(sandbox);
     return sandbox;
+  }
+
+  /** As a kubelet with a CNI network: the pod's netns, then CNI ADD of every plugin of the list, in the node netns. */
+  private async addCniSandbox(pod: { namespace: string; name: string; ports: readonly ContainerPort[] }, confFile: string): Promise<PodSandbox> {
+    const names = nextSandboxNames(this.runId, pod.namespace, pod.name);
+    const { ports, skippedPorts } = listenPorts(pod.ports);
+    const invocation = { nodeNetns: this.netns, podNetns: names.netns, containerId: names.netns };
+    let netnsCreated = false;
+    let added = false;
+    let agent: PodAgent | undefined;
+    try {
+      const config = JSON.parse(await readFile(confFile, 'utf8')) as CniInvocation['config'];
+      await addNetns(names.netns);
+      netnsCreated = true;
+      trackNetns(names.netns);
+      await setSysctls(names.netns, { 'net.ipv6.conf.all.accept_dad': 0, 'net.ipv6.conf.default.accept_dad': 0 });
+      await ipBatch(names.netns, ['link set lo up']);
+      added = true;
+      const { addresses } = await cniAdd({ ...invocation, config });
+      // Primary family first, as status.podIPs lists them.
+      const ips = addresses.map((address) => address.split('/')[0]!).sort((a, b) => familyRank(this.podCidrs, a) - familyRank(this.podCidrs, b));
+      agent = await PodAgent.start(names.netns, `${pod.namespace}/${pod.name}`, ports);
+      const sandbox: PodSandbox = { ...pod, netns: names.netns, hostInterface: undefined, hostNetwork: false, cni: true, ips, ports, skippedPorts, agent };
+      this.sandboxes.add(sandbox);
+      return sandbox;
+    } catch (error) {
+      await agent?.stop();
+      // A failed ADD leaves what it made (a veth, a lease): DEL takes it back, as the kubelet tears a sandbox down.
+      if (added) await this.cniDel(names.netns, confFile).catch(() => undefined);
+      if (netnsCreated) {
+        await deleteNetns(names.netns).catch(() => undefined);
+        untrackNetns(names.netns);
+      }
+      throw error;
+    }
+  }
+
+  private async cniDel(podNetns: string, confFile: string): Promise<void> {
+    const config = JSON.parse(await readFile(confFile, 'utf8')) as CniInvocation['config'];
+    await cniDel({ config, nodeNetns: this.netns, podNetns, containerId: podNetns });
   }
 
   /** A host-network pod: only an agent, in the node netns, answering on the node's addresses. */
@@ -172,6 +224,7 @@ export class LabNode {
       netns: this.netns,
       hostInterface: undefined,
       hostNetwork: true,
+      cni: false,
       ips: [...this.nodeIps],
       ports,
       skippedPorts,
@@ -184,7 +237,11 @@ export class LabNode {
   /** Stops the pod's agent and removes its veth pair and netns (a host-network pod has only the agent). */
   async removeSandbox(sandbox: PodSandbox): Promise<void> {
     await sandbox.agent.stop();
-    if (!sandbox.hostNetwork && sandbox.hostInterface !== undefined) {
+    if (sandbox.cni && this.cniConfFile !== undefined) {
+      await this.cniDel(sandbox.netns, this.cniConfFile);
+      await deleteNetns(sandbox.netns);
+      untrackNetns(sandbox.netns);
+    } else if (!sandbox.hostNetwork && sandbox.hostInterface !== undefined) {
       await this.removeNetworking(sandbox.netns, sandbox.hostInterface);
       for (const address of sandbox.ips) this.releaseIp(address);
     }
@@ -267,4 +324,11 @@ function listenPorts(ports: readonly ContainerPort[]): { ports: ListenPort[]; sk
     else if (protocol === 'TCP' || protocol === 'UDP') served.set(`${protocol}/${port}`, { port, protocol });
   }
   return { ports: [...served.values()], skippedPorts };
+}
+
+/** The index of the pod CIDR whose family `address` is in: the node's primary family sorts first. */
+function familyRank(podCidrs: readonly PodCidr[], address: string): number {
+  const family = ipFamily(address);
+  const index = podCidrs.findIndex((cidr) => cidr.family === family);
+  return index < 0 ? podCidrs.length : index;
 }

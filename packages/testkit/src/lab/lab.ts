@@ -34,6 +34,8 @@ export interface LabOptions {
   probeTimeoutMs?: number;
   /** Plugs the node into an underlay (see startLabCluster); `nodeIps` then sit on its uplink. */
   uplink?: LabNodeUplink;
+  /** Attach pods with the CNI plugins of this configuration list instead of routed veths (LabNodeOptions). */
+  cniConfFile?: string;
 }
 
 /** A pod running in the lab. */
@@ -96,6 +98,7 @@ export async function startLab(options: LabOptions): Promise<Lab> {
     podCidrs: options.podCidrs ?? DEFAULT_LAB_POD_CIDRS,
     ...(options.nodeIps ? { nodeIps: options.nodeIps } : {}),
     ...(options.uplink ? { uplink: options.uplink } : {}),
+    ...(options.cniConfFile !== undefined && { cniConfFile: options.cniConfFile }),
   });
   const kubelet = new LabKubelet(kubeConfig, node);
   try {
