@@ -4,6 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse } from 'yaml';
 import { AgentMetrics } from '@kube-router/metrics';
 import { formatGoDuration } from './duration.js';
+import { DEFAULT_GOBGP_PROTO_DIR } from '@kube-router/routing-bgp';
+import { defaultCatalog, pluginsForConfig } from './catalog.js';
 import { FLAGS, helpText, parseFlags, type FlagDefinition } from './flags.js';
 import { hasTool, run } from './testing/support.js';
 
@@ -113,6 +115,36 @@ describe('deploy/Dockerfile', () => {
     }
     expect(dockerfile).toContain('npm ci');
     expect(dockerfile).toContain('ENTRYPOINT ["kube-router"]');
+  });
+
+  it("installs every executable the build's plugins name in `tools`, and gobgpd's protos (the image had no gobgpd)", () => {
+    const dockerfile = read('deploy/Dockerfile');
+    // What the runtime stage (the last FROM) installs.
+    const runtime = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '));
+    const installed = [...runtime.matchAll(/apt-get install[^\n]*/g)].flatMap((line) => line[0].split(/\s+/));
+    // Where Debian (bookworm) ships each executable the plugins run.
+    const packageOf: Record<string, string> = {
+      gobgpd: 'gobgpd',
+      ip: 'iproute2',
+      ipset: 'ipset',
+      ipvsadm: 'ipvsadm',
+      nft: 'nftables',
+      sysctl: 'procps',
+      modprobe: 'kmod',
+    };
+    const every = parseFlags(['--run-firewall', '--run-router', '--run-service-proxy', '--run-loadbalancer', '--enable-ipv6'], { NODE_NAME: 'node' });
+    if (!every.ok) throw new Error(every.stderr);
+    const plugins = pluginsForConfig(every.config, defaultCatalog);
+    const tools = new Set(plugins.flatMap(({ plugin, options }) => [...(plugin.tools?.(plugin.options.parse(options ?? {})) ?? [])]));
+    expect(tools).toContain('gobgpd');
+    for (const tool of tools) {
+      const pkg = /^ip6?tables/.test(tool) ? 'iptables' : packageOf[tool];
+      expect(pkg, `no Debian package known for ${tool}`).toBeDefined();
+      expect(installed, `${tool} (${pkg})`).toContain(pkg);
+    }
+    // routing-bgp loads gobgpd's API protos at run time, from where Debian's golang-github-osrg-gobgp-dev puts them.
+    expect(dockerfile).toMatch(/^FROM node:20-bookworm-slim AS build[\s\S]*apt-get install[^\n]*golang-github-osrg-gobgp-dev/m);
+    expect(dockerfile).toContain(`COPY --from=build ${DEFAULT_GOBGP_PROTO_DIR}/*.proto ${DEFAULT_GOBGP_PROTO_DIR}/`);
   });
 });
 
