@@ -9,7 +9,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { defaultCatalog, FLAGS } from '@kube-router/agent';
-import { freePort, hasTool } from '@kube-router/testkit';
+import { freePort, hasTool, waitFor } from '@kube-router/testkit';
 
 async function get(url: string): Promise<{ status: number; body: string }> {
   const response = await fetch(url);
@@ -58,6 +58,8 @@ describe.skipIf(!isRoot).each([
   const externalRouter = routerAvailable && hasTool('bird');
   let child: ChildProcess;
   let lines: string[] = [];
+  let stdoutAll: string[] = [];
+  let stderrLines: string[] = [];
   let kubeconfig = '';
   let healthUrls: string[] = [];
   let metricsUrls: string[] = [];
@@ -86,6 +88,10 @@ describe.skipIf(!isRoot).each([
       env: { ...process.env, LAB_RUN_ID: runId, LAB_UNDERLAY_CIDRS: `10.250.${subnet}.0/24,fd00:10:250:${subnet.toString(16)}::/64` },
     });
     const reader = createInterface({ input: child.stdout! });
+    stdoutAll = [];
+    stderrLines = [];
+    createInterface({ input: child.stderr! }).on('line', (line) => stderrLines.push(line));
+    reader.on('line', (line) => stdoutAll.push(line));
     lines = [];
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`lab printed no URLs in time; got ${JSON.stringify(lines)}`)), 150_000);
@@ -107,6 +113,14 @@ describe.skipIf(!isRoot).each([
 
   afterAll(async () => {
     if (child.exitCode === null) child.kill('SIGKILL');
+  });
+
+  it('keeps stdout for the lines a person needs, ending with what to do next; the agents log readable lines, node first, on stderr', async () => {
+    await waitFor('the closing line', () => stdoutAll.some((line) => line.startsWith('lab ready: ')), 60_000);
+    expect(stdoutAll.filter((line) => line.startsWith('{'))).toEqual([]);
+    expect(stdoutAll.at(-1)).toBe(`lab ready: 2 nodes; try: kubectl --kubeconfig ${kubeconfig} get pods -A -o wide (Ctrl-C stops it)`);
+    expect(stderrLines.some((line) => /^lab-node-1 \[[\d:.]+\] INFO.*agent started/.test(line))).toBe(true);
+    expect(stderrLines.some((line) => /^lab-node-2 /.test(line))).toBe(true);
   });
 
   it('prints KUBECONFIG=<path>, then each node’s health and metrics URLs on the ports it was given, then each node ready', () => {

@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
+import pretty from 'pino-pretty';
 import { createKubeContext, loadKubeConfig } from '@kube-router/kube';
 import {
   createLabUnderlay,
@@ -35,8 +36,12 @@ import { killAndWait, NodeAgent, processesInNetns } from './node-agent.js';
 import { labSettings } from './settings.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const log = pino({ base: { component: 'lab' } });
 const settings = labSettings(process.env);
+// Text for people on stderr (stdout keeps the lines a person needs), or JSON lines for tools.
+const log =
+  settings.logFormat === 'json'
+    ? pino({ base: { component: 'lab' } })
+    : pino({ base: { component: 'lab' } }, pretty({ destination: 2, colorize: false, sync: true, ignore: 'pid,hostname' }));
 const userFlags = process.argv.slice(2);
 /** How long a node may take to be ready before the lab says what it waits for. */
 const READINESS_NOTICE_MS = 10_000;
@@ -54,6 +59,7 @@ function agentFlags(extra: readonly string[]): string[] {
     '--enable-ipv6=true',
     '--health-port=20244',
     '--metrics-port=20245',
+    `--log-format=${settings.logFormat}`,
     ...extra,
     ...userFlags,
   ];
@@ -93,6 +99,8 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
   let cluster: LabCluster | undefined;
   let router: ExternalRouter | undefined;
   const agents: NodeAgent[] = [];
+  let agentsStarted = Date.now();
+  let userKubeconfig = '';
   let stopping: Promise<number> | undefined;
 
   const stop = (reason: string): Promise<number> =>
@@ -160,7 +168,7 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
     // own CA and bearer tokens, as a kubeadm cluster's kube-apiserver: this shell's kubeconfig has an admin token.
     const adminToken = randomBytes(24).toString('hex');
     server = await startApiServer({ host: underlay.hostIps[0]!, port: settings.apiPort, seed, tls: true, tokens: [adminToken] });
-    const kubeconfig = await server.writeKubeconfig(join(workdir, 'kubeconfig'));
+    const kubeconfig = (userKubeconfig = await server.writeKubeconfig(join(workdir, 'kubeconfig')));
     // What each node has before its agent starts, as on a kubeadm node running kube-router's kubeadm DaemonSet: the
     // pod's service account token and ca.crt, kubeadm's kube-proxy kubeconfig naming both (client-go's tokenFile),
     // each agent with a token of its own; and /etc/cni/net.d as the install-cni init container leaves it, the
@@ -193,6 +201,7 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
     });
     router = await startRouter(cluster);
     const routerFlags = router ? externalRouterFlags(router) : [];
+    agentsStarted = Date.now();
     for (const node of cluster.nodes) {
       const { kubeconfig: agentKubeconfig, cniConfFile } = files.get(node.nodeName)!;
       agents.push(
@@ -203,7 +212,10 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
           env: { KUBE_ROUTER_CNI_CONF_FILE: cniConfFile },
           args: agentFlags([`--kubeconfig=${agentKubeconfig}`, `--hostname-override=${node.nodeName}`, ...routerFlags]),
           logger: log,
-          onLine: (stream, line) => (stream === 'stdout' ? process.stdout : process.stderr).write(`${line}\n`),
+          onLine: (stream, line) =>
+            settings.logFormat === 'json'
+              ? (stream === 'stdout' ? process.stdout : process.stderr).write(`${line}\n`)
+              : process.stderr.write(`${node.nodeName} ${line}\n`),
         }),
       );
     }
@@ -235,8 +247,8 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
    * once, and its ready line follows when it gets there.
    */
   async function reportReadiness(signal: AbortSignal): Promise<void> {
-    const started = Date.now();
-    await Promise.all(
+    const started = agentsStarted;
+    const ready = await Promise.all(
       agents.map(async (agent, index) => {
         const url = `${urlOf(cluster!.nodes[index]!.nodeIps[0]!, health.port)}/readyz?verbose`;
         const notice = setTimeout(() => {
@@ -248,13 +260,19 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
         try {
           await agent.waitForAnswer(url, 30 * 60_000, signal);
           process.stdout.write(`${agent.nodeName} ready after ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+          return true;
         } catch (error) {
           if (!signal.aborted) log.warn({ node: agent.nodeName, err: error }, 'no readiness');
+          return false;
         } finally {
           clearTimeout(notice);
         }
       }),
     );
+    // The start-up ends with what a person does next, whatever the logs above said.
+    if (ready.every(Boolean)) {
+      process.stdout.write(`lab ready: ${agents.length} nodes; try: kubectl --kubeconfig ${userKubeconfig} get pods -A -o wide (Ctrl-C stops it)\n`);
+    }
   }
 }
 

@@ -18,6 +18,12 @@ export interface LabSettings {
   agentCli: string | undefined;
   /** LAB_EXTERNAL_ROUTER: "false" leaves out the external BIRD router. Default true (when the build has a router). */
   externalRouter: boolean;
+  /**
+   * LAB_LOG_FORMAT: `text` (default) gives people readable log lines on stderr, each agent's led by its node's name,
+   * and keeps stdout for the lines a person needs (the kubeconfig, the URLs, readiness); `json` writes the agents'
+   * JSON lines on stdout, for tools.
+   */
+  logFormat: 'text' | 'json';
 }
 
 export function labSettings(env: NodeJS.ProcessEnv): LabSettings {
@@ -29,6 +35,8 @@ export function labSettings(env: NodeJS.ProcessEnv): LabSettings {
   if (externalRouter !== 'true' && externalRouter !== 'false') {
     throw new Error(`LAB_EXTERNAL_ROUTER must be true or false, not ${env.LAB_EXTERNAL_ROUTER}`);
   }
+  const logFormat = env.LAB_LOG_FORMAT ?? 'text';
+  if (logFormat !== 'text' && logFormat !== 'json') throw new Error(`LAB_LOG_FORMAT must be text or json, not ${env.LAB_LOG_FORMAT}`);
   const underlay = env.LAB_UNDERLAY_CIDRS?.split(',').map((cidr) => cidr.trim()).filter(Boolean);
   return {
     nodes,
@@ -37,5 +45,6 @@ export function labSettings(env: NodeJS.ProcessEnv): LabSettings {
     apiPort,
     agentCli: env.LAB_AGENT_CLI === undefined || env.LAB_AGENT_CLI === '' ? undefined : resolve(env.LAB_AGENT_CLI),
     externalRouter: externalRouter === 'true',
+    logFormat,
   };
 }
