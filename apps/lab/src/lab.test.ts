@@ -173,7 +173,7 @@ describe.skipIf(!isRoot).each([
     const leases = join(dirname(kubeconfig), 'lab-node-1', 'cni-leases', 'mynet');
     // host-local keeps one file per address it handed out.
     for (const pod of nodeOne) expect(existsSync(join(leases, pod.status.podIP)), pod.metadata.name).toBe(true);
-    const nodeNetns = (await run('ip', ['netns', 'list'])).stdout.split('\n').map((l) => l.split(' ')[0]!).find((n) => n.endsWith('-lab-node-1'))!;
+    const nodeNetns = (await run('ip', ['netns', 'list'])).stdout.split('\n').map((l) => l.split(' ')[0]!).find((n) => n === `krt-${runId}-lab-node-1`)!;
     const ports = JSON.parse((await run('ip', ['-n', nodeNetns, '-j', 'link', 'show', 'master', 'kube-bridge'])).stdout) as unknown[];
     expect(ports).toHaveLength(nodeOne.length);
   });

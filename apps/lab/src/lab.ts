@@ -72,6 +72,8 @@ if (!checked.ok) {
   process.stderr.write(checked.stderr);
   process.exit(checked.exitCode);
 }
+/** What every agent is told: the lab's defaults with the user's flags. */
+const checkedConfig = checked.config;
 const { health, metrics } = checked.config;
 /** kube-router's default --cluster-asn when the flag keeps its "unset" 0. */
 const nodeAsn = checked.config.routing.clusterAsn === 0 ? 64_512 : checked.config.routing.clusterAsn;
@@ -191,8 +193,8 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
       files.set(spec.name, { kubeconfig: await server.writeKubeconfig(join(workdir, spec.name, 'kubeconfig.conf'), access), cniConfFile });
     }
     // The kubelet attaches pods with the real CNI plugins from that file, once the router has written its ranges; a
-    // build without the router keeps the lab's routed veths.
-    const cni = defaultCatalog.router !== undefined;
+    // build or a command line without the router (or with --enable-cni=false) keeps the lab's routed veths.
+    const cni = checkedConfig.features.router && defaultCatalog.router !== undefined && checkedConfig.routing.enableCni;
     cluster = await startLabCluster({
       apiServer: server,
       underlay,

@@ -115,6 +115,7 @@ function harness(options: { nodes: V1Node[]; settings?: Partial<RoutingSettings>
     peerMultihopTtl: 0,
     ...options.settings,
   };
+  const runner = new RecordingRunner().on('ip', { stdout: '[]' });
   const controller: Controller = createRoutingController(
     {
       nodeName: 'node-1',
@@ -135,7 +136,7 @@ function harness(options: { nodes: V1Node[]; settings?: Partial<RoutingSettings>
     settings,
     {
       routes: { setRoutes: () => undefined, wantedRoutes: () => [] },
-      runner: new RecordingRunner().on('ip', { stdout: '[]' }),
+      runner,
       gobgp: gobgpd.client(),
     },
   );
@@ -143,6 +144,7 @@ function harness(options: { nodes: V1Node[]; settings?: Partial<RoutingSettings>
     gobgpd,
     warnings,
     setNodes: (next: V1Node[]) => (nodes = next),
+    commands: () => runner.invocations.map((invocation) => invocation.line),
     async sync() {
       await controller.start({ requestSync: () => undefined, signal: new AbortController().signal });
       const outcome = await controller.runObservedSync('test');
@@ -174,6 +176,9 @@ describe('the routing controller against a stand-in gobgpd', () => {
     const dualStack = mesh.map((n, i) => ({ ...n, status: { addresses: [...n.status!.addresses!, { type: 'InternalIP', address: `fd00::${i + 1}` }] } }));
     bgp.setNodes(dualStack);
     expect(await bgp.sync()).toBeUndefined();
+    // As kube-router, IPv6 is switched on for the node, once.
+    expect(await bgp.sync()).toBeUndefined();
+    expect(bgp.commands().filter((line) => line.includes('disable_ipv6'))).toEqual(['sysctl -q -w net.ipv6.conf.all.disable_ipv6=0']);
   });
 
   it('after an agent restart beside a running gobgpd, its mesh peers are internal in the very first policy', async () => {

@@ -132,6 +132,7 @@ export function createRoutingController(
   const metrics: RoutingMetrics = createRoutingMetrics(ctx.metrics.registry);
   const ip = new IpRoute2({ runner: deps.runner, ...(settings.netns && { netns: settings.netns }) });
   const podNetwork = settings.podNetwork && new PodNetwork({ ip, logger, ...settings.podNetwork });
+  let ipv6SwitchedOn = false;
   const podForwarding = settings.podNetwork && new PodForwarding({ runner: deps.runner, ip, netns: settings.netns });
   const podEgress = new PodEgress({ runner: deps.runner, ...(settings.netns && { netns: settings.netns }) });
   let client: GobgpClient | undefined;
@@ -632,11 +633,15 @@ export function createRoutingController(
           cluster.warn(me, 'InvalidNodeAddress', `cannot route pods: ${familyProblem}`);
           throw new Error(`node ${ctx.nodeName}: ${familyProblem}`);
         }
-        if (settings.enabledFamilies?.ipv6) {
-          // kube-router turns IPv6 on for the node (net.ipv6.conf.all.disable_ipv6=0) when it is enabled.
-          await failures.attempt('ipv6/disable_ipv6', () =>
-            deps.runner.run({ command: 'sysctl', args: ['-q', '-w', 'net.ipv6.conf.all.disable_ipv6=0'], timeoutMs: 10_000, ...(settings.netns && { netns: settings.netns }) }),
-          );
+        if (settings.enabledFamilies?.ipv6 && !ipv6SwitchedOn) {
+          // kube-router turns IPv6 on for the node (net.ipv6.conf.all.disable_ipv6=0) when it is enabled, and only logs
+          // a failure (a kernel booted with ipv6.disable=1 has no such switch): so here, once per process until it works.
+          try {
+            await deps.runner.run({ command: 'sysctl', args: ['-q', '-w', 'net.ipv6.conf.all.disable_ipv6=0'], timeoutMs: 10_000, ...(settings.netns && { netns: settings.netns }) });
+            ipv6SwitchedOn = true;
+          } catch (error) {
+            logger.warn({ err: error }, 'cannot switch IPv6 on (net.ipv6.conf.all.disable_ipv6=0) although --enable-ipv6 is set');
+          }
         }
         const localAsn = ownAsn(me, settings.nodesFullMesh, settings.clusterAsn);
         const podCidrs = (await failures.attempt(`node/${ctx.nodeName}/pod-cidrs`, () => nodePodCidrs(me))) ?? [];

@@ -26,6 +26,11 @@ export function podEgressRule(family: IpFamily, randomFully: boolean): string[] 
   ];
 }
 
+/** kube-router's earlier pod egress rule, without the node-ips match: removed wherever it is found. */
+function oldPodEgressRule(family: IpFamily): string[] {
+  return ['-m', 'set', '--match-set', setName(POD_SUBNETS_IPSET, family), 'src', '-m', 'set', '!', '--match-set', setName(POD_SUBNETS_IPSET, family), 'dst', '-j', 'MASQUERADE'];
+}
+
 export interface PodEgressOptions {
   runner: CommandRunner;
   netns?: string;
@@ -65,8 +70,10 @@ export class PodEgress {
         const randomFully = await iptables.hasRandomFully();
         const rule = podEgressRule(family, randomFully);
         if (!(await iptables.hasRule('nat', 'POSTROUTING', rule))) await iptables.run(['-t', 'nat', '-A', 'POSTROUTING', ...rule]);
-        // The form without --random-fully (an older kube-router's, or one written where iptables lacked it) goes,
-        // as kube-router's deleteBadPodEgressRules removes it: two rules would masquerade differently.
+        // What kube-router's deleteBadPodEgressRules removes: its old rule without the node-ips match (it masqueraded
+        // traffic to other nodes), and the form without --random-fully where iptables has it (two rules would
+        // masquerade differently).
+        await deleteEvery(iptables, oldPodEgressRule(family));
         if (randomFully) await deleteEvery(iptables, podEgressRule(family, false));
       });
     }
@@ -79,7 +86,7 @@ export class PodEgress {
     for (const family of FAMILIES) {
       await failures.attempt(`pod-egress/${family}`, async () => {
         const iptables = this.#iptables[family];
-        for (const randomFully of [true, false]) await deleteEvery(iptables, podEgressRule(family, randomFully));
+        for (const rule of [podEgressRule(family, true), podEgressRule(family, false), oldPodEgressRule(family)]) await deleteEvery(iptables, rule);
         const existing = new Set(await this.#ipset.listNames());
         for (const base of [POD_SUBNETS_IPSET, NODE_ADDRESSES_IPSET]) {
           for (const name of [setName(base, family), tempName(base, family)]) {

@@ -217,11 +217,13 @@ describe.skipIf(skipReason)(`routing-bgp with real gobgpd in network namespaces$
     await waitFor('egress rule', async () => (await masquerades()).length > 0);
     // With --random-fully, as kube-router writes it where iptables has it (1.6.2 on).
     expect(await masquerades()).toEqual([expect.stringMatching(/--match-set kube-router-pod-subnets src .* -j MASQUERADE --random-fully$/)]);
-    // The same rule without it (an older kube-router's) is removed at the next sync, not kept beside ours.
+    // The same rule without it, and kube-router's older one without the node-ips match, are removed at the next sync,
+    // not kept beside ours (kube-router's deleteBadPodEgressRules).
     const plain = ['-m', 'set', '--match-set', 'kube-router-pod-subnets', 'src', '-m', 'set', '!', '--match-set', 'kube-router-pod-subnets', 'dst'];
     await sh('iptables', ['-t', 'nat', '-A', 'POSTROUTING', ...plain, '-m', 'set', '!', '--match-set', 'kube-router-node-ips', 'dst', '-j', 'MASQUERADE'], n1.netns);
-    expect(await masquerades()).toHaveLength(2);
-    await waitFor('the plain rule removed', async () => (await masquerades()).length === 1, 15_000);
+    await sh('iptables', ['-t', 'nat', '-A', 'POSTROUTING', ...plain, '-j', 'MASQUERADE'], n1.netns);
+    expect(await masquerades()).toHaveLength(3);
+    await waitFor('the plain and the old rules removed', async () => (await masquerades()).length === 1, 15_000);
     expect(await masquerades()).toEqual([expect.stringMatching(/--random-fully$/)]);
     const members = await sh('ipset', ['list', 'kube-router-pod-subnets'], n1.netns);
     expect(members).toContain('10.78.1.0/24');

@@ -14,7 +14,7 @@ export interface ServingCertificate {
 
 /**
  * Makes a fresh CA and a serving certificate for `hosts` (addresses or names, put in subjectAltName as kube-apiserver's
- * certificate has them) with openssl, valid for a day: short-lived, and new for every server.
+ * certificate has them) with openssl, valid for 30 days (a lab left running outlives a day), and new for every server.
  */
 export async function createServingCertificate(hosts: readonly string[]): Promise<ServingCertificate> {
   const dir = await mkdtemp(join(tmpdir(), 'krt-apiserver-tls-'));
@@ -22,13 +22,13 @@ export async function createServingCertificate(hosts: readonly string[]): Promis
   const openssl = (...args: string[]) => runCommand('openssl', args, { timeoutMs: 20_000 });
   const ecKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
   try {
-    await openssl('req', '-x509', ...ecKey, '-keyout', file('ca.key'), '-out', file('ca.crt'), '-days', '1', '-subj', '/CN=embedded-apiserver-ca');
+    await openssl('req', '-x509', ...ecKey, '-keyout', file('ca.key'), '-out', file('ca.crt'), '-days', '30', '-subj', '/CN=embedded-apiserver-ca');
     await openssl('req', ...ecKey, '-keyout', file('server.key'), '-out', file('server.csr'), '-subj', '/CN=kube-apiserver');
     const names = [...new Set(['localhost', '127.0.0.1', '::1', ...hosts])].map((host) => (isIP(host) ? `IP:${host}` : `DNS:${host}`));
     await writeFile(file('san.ext'), `subjectAltName=${names.join(',')}\nextendedKeyUsage=serverAuth\n`);
     await openssl(
       'x509', '-req', '-in', file('server.csr'), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-CAcreateserial',
-      '-out', file('server.crt'), '-days', '1', '-extfile', file('san.ext'),
+      '-out', file('server.crt'), '-days', '30', '-extfile', file('san.ext'),
     );
     const [ca, cert, key] = await Promise.all(['ca.crt', 'server.crt', 'server.key'].map((name) => readFile(file(name), 'utf8')));
     return { ca: ca!, cert: cert!, key: key! };

@@ -201,13 +201,28 @@ export class LabNode {
     } catch (error) {
       await agent?.stop();
       // A failed ADD leaves what it made (a veth, a lease): DEL takes it back, as the kubelet tears a sandbox down.
-      if (added) await this.cniDel(names.netns, confFile).catch(() => undefined);
-      if (netnsCreated) {
-        await deleteNetns(names.netns).catch(() => undefined);
-        untrackNetns(names.netns);
-      }
+      const cleanup = await this.teardownCniSandbox(names.netns, confFile, { added, netnsCreated });
+      if (cleanup.length > 0) throw new AggregateError([error, ...cleanup], `${describeError(error)}; cleaning up failed too`, { cause: error });
       throw error;
     }
+  }
+
+  /**
+   * CNI DEL, then the pod's netns, each attempted whatever the other did; a netns stays tracked (removed at exit)
+   * until it is really gone. Returns the failures.
+   */
+  private async teardownCniSandbox(podNetns: string, confFile: string, made: { added: boolean; netnsCreated: boolean }): Promise<unknown[]> {
+    const failures: unknown[] = [];
+    if (made.added) await this.cniDel(podNetns, confFile).catch((error: unknown) => failures.push(error));
+    if (made.netnsCreated) {
+      try {
+        await deleteNetns(podNetns);
+        untrackNetns(podNetns);
+      } catch (error) {
+        failures.push(error);
+      }
+    }
+    return failures;
   }
 
   private async cniDel(podNetns: string, confFile: string): Promise<void> {
@@ -238,9 +253,8 @@ export class LabNode {
   async removeSandbox(sandbox: PodSandbox): Promise<void> {
     await sandbox.agent.stop();
     if (sandbox.cni && this.cniConfFile !== undefined) {
-      await this.cniDel(sandbox.netns, this.cniConfFile);
-      await deleteNetns(sandbox.netns);
-      untrackNetns(sandbox.netns);
+      const failures = await this.teardownCniSandbox(sandbox.netns, this.cniConfFile, { added: true, netnsCreated: true });
+      if (failures.length > 0) throw new AggregateError(failures, `removing pod ${sandbox.namespace}/${sandbox.name} from lab node ${this.nodeName} failed`);
     } else if (!sandbox.hostNetwork && sandbox.hostInterface !== undefined) {
       await this.removeNetworking(sandbox.netns, sandbox.hostInterface);
       for (const address of sandbox.ips) this.releaseIp(address);
@@ -331,4 +345,8 @@ function familyRank(podCidrs: readonly PodCidr[], address: string): number {
   const family = ipFamily(address);
   const index = podCidrs.findIndex((cidr) => cidr.family === family);
   return index < 0 ? podCidrs.length : index;
+}
+
+function describeError(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
