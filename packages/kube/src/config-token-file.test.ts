@@ -94,13 +94,19 @@ describe('a kubeconfig whose user has a token file', () => {
     expect(seen).toEqual(['GET Bearer second-token', 'POST Bearer second-token']);
   });
 
-  it('uses a rotated token at the first request after the file changes, and trims it as client-go does', async () => {
+  /** A client on kubeadm's kubeconfig whose token file at `name` holds `content`, after one list that works. */
+  async function listingWithTokenFile(name: string, content: string) {
     accepted = 'first-token';
-    const path = join(dir, 'token-rotating');
-    await writeFile(path, 'first-token\n');
+    const path = join(dir, name);
+    await writeFile(path, content);
     const kubeConfig = loadKubeConfig({ kubeconfig: await kubeadmKubeconfig('tokenFile', path), env: {} });
     const list = () => listPage(kubeConfig, '/api/v1/nodes', {}, 'nodes', 5_000);
     await expect(list()).resolves.toMatchObject({ items: [] });
+    return { path, list };
+  }
+
+  it('uses a rotated token at the first request after the file changes, and trims it as client-go does', async () => {
+    const { path, list } = await listingWithTokenFile('token-rotating', 'first-token\n');
     // The kubelet swaps the projected token; kube-apiserver takes only the new one. No minute passes.
     await writeFile(`${path}.new`, 'second-token-longer\n');
     await rename(`${path}.new`, path);
@@ -111,12 +117,7 @@ describe('a kubeconfig whose user has a token file', () => {
   });
 
   it('keeps sending the token read last while the file is briefly gone, and names the file when it never was there', async () => {
-    accepted = 'first-token';
-    const path = join(dir, 'token-vanishing');
-    await writeFile(path, 'first-token');
-    const kubeConfig = loadKubeConfig({ kubeconfig: await kubeadmKubeconfig('tokenFile', path), env: {} });
-    const list = () => listPage(kubeConfig, '/api/v1/nodes', {}, 'nodes', 5_000);
-    await expect(list()).resolves.toMatchObject({ items: [] });
+    const { path, list } = await listingWithTokenFile('token-vanishing', 'first-token');
     await rm(path);
     await expect(list()).resolves.toMatchObject({ items: [] });
     const missing = loadKubeConfig({ kubeconfig: await kubeadmKubeconfig('tokenFile', join(dir, 'never')), env: {} });

@@ -79,7 +79,7 @@ describe('an HTTPS API server that requires bearer tokens', () => {
     }
   });
 
-  it.skipIf(!hasKubectl)('serves kubectl through the kubeconfig it writes, and kubectl says Unauthorized without the token', async () => {
+  it.skipIf(!hasKubectl)(`serves kubectl through the kubeconfig it writes, and kubectl says Unauthorized without the token${hasKubectl ? '' : ' (skipped: kubectl is not installed)'}`, async () => {
     const kubectl = (kubeconfig: string) =>
       new Promise<{ code: number; output: string }>((resolve) => {
         execFile('kubectl', ['--kubeconfig', kubeconfig, '--cache-dir', join(dir, 'cache'), 'get', 'namespaces', '-o', 'name'], { timeout: 20_000 }, (error, stdout, stderr) =>
