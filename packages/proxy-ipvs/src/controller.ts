@@ -9,6 +9,7 @@ import { ProxyMetrics } from './metrics.js';
 import { inCidrs, nodePodCidrs, parseCidrs, strictServiceAddressRanges } from '@kube-router/kube';
 import { buildProxyModel } from './model.js';
 import type { DesiredVirtualServer, ProxyModel } from './model.js';
+import { enabledFamilies } from './options.js';
 import type { ResolvedProxyIpvsOptions } from './options.js';
 import { drainKey, planIpvs } from './plan.js';
 import type { DrainingDestination, IpvsPlan } from './plan.js';
@@ -54,9 +55,7 @@ export interface ProxyController extends Controller {
 const DRAIN_POLL_MS = 2_000;
 
 export function createProxyController(ctx: PluginContext, deps: ProxyControllerDeps, options: ResolvedProxyIpvsOptions): ProxyController {
-  const families: IpFamily[] = [];
-  if (options.enableIpv4) families.push('ipv4');
-  if (options.enableIpv6) families.push('ipv6');
+  const families = enabledFamilies(options);
   if (families.length === 0) throw new Error('proxy: enableIpv4 and enableIpv6 are both false');
   // --strict-external-ip-validation: which externalIPs and LoadBalancer IPs may be programmed; undefined, all of them.
   const validation = strictServiceAddressRanges(options);

@@ -1,5 +1,6 @@
 import { cidrOption, strictServiceAddressOptionFields } from '@kube-router/kube';
 import { z } from 'zod';
+import type { IpFamily } from '@kube-router/netfilter';
 
 export const proxyIpvsOptions = z.strictObject({
   /** --enable-ipv4 / --enable-ipv6: which families of Service addresses are programmed. */
@@ -50,3 +51,8 @@ export const proxyIpvsOptions = z.strictObject({
 
 export type ProxyIpvsOptions = z.input<typeof proxyIpvsOptions>;
 export type ResolvedProxyIpvsOptions = z.output<typeof proxyIpvsOptions>;
+
+/** The families --enable-ipv4 and --enable-ipv6 turn on, IPv4 first. */
+export function enabledFamilies(options: Pick<ResolvedProxyIpvsOptions, 'enableIpv4' | 'enableIpv6'>): IpFamily[] {
+  return [...(options.enableIpv4 ? (['ipv4'] as const) : []), ...(options.enableIpv6 ? (['ipv6'] as const) : [])];
+}

@@ -3,13 +3,13 @@ import type { ControllerPlugin } from '@kube-router/controller';
 import { KubeServices } from '@kube-router/kube';
 import type { KubeContext } from '@kube-router/kube';
 import { ExecRunner, iptablesBinary } from '@kube-router/netfilter';
-import type { CommandRunner, IpFamily } from '@kube-router/netfilter';
+import type { CommandRunner } from '@kube-router/netfilter';
 import type { Logger } from 'pino';
 import { createProxyController, PROXY_CONTROLLER } from './controller.js';
 import type { ProxySources } from './controller.js';
 import { Dataplane } from './dataplane.js';
 import { inCidrs, parseCidrs } from '@kube-router/kube';
-import { proxyIpvsOptions } from './options.js';
+import { enabledFamilies, proxyIpvsOptions } from './options.js';
 import type { ResolvedProxyIpvsOptions } from './options.js';
 
 export interface ProxyIpvsPluginOverrides {
@@ -60,10 +60,6 @@ export function createProxyIpvsPlugin(overrides: ProxyIpvsPluginOverrides = {}):
       if (errors.length > 0) throw new AggregateError(errors, `proxy cleanup: ${errors.map((error) => error.message).join('; ')}`);
     },
   });
-}
-
-function enabledFamilies(options: ResolvedProxyIpvsOptions): IpFamily[] {
-  return [...(options.enableIpv4 ? (['ipv4'] as const) : []), ...(options.enableIpv6 ? (['ipv6'] as const) : [])];
 }
 
 /** Kubernetes Services on IPVS, as kube-router's --run-service-proxy. */
