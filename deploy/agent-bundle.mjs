@@ -6,7 +6,8 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import process from 'node:process';
+import { fileURLToPath, URL } from 'node:url';
 
 const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 export const AGENT = '@kube-router/agent';
@@ -39,8 +40,9 @@ export function productionClosure(name = AGENT, packages = workspaceManifests())
   return seen;
 }
 
-function bundle(out) {
-  const packages = workspaceManifests();
+/** Packs the closure of `root`'s workspace (this repository, or a copy of its packages with their dist/) into `out`. */
+export function bundle(out, root = ROOT) {
+  const packages = workspaceManifests(root);
   const tarballs = join(out, 'tarballs');
   mkdirSync(tarballs, { recursive: true });
   const dependencies = {};
@@ -56,13 +58,13 @@ function bundle(out) {
   }
   const manifest = { name: 'kube-router-agent-image', private: true, type: 'module', dependencies };
   writeFileSync(join(out, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
-  console.log(`${out}: ${Object.keys(dependencies).join(', ')}`);
+  process.stderr.write(`${out}: ${Object.keys(dependencies).join(', ')}\n`);
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const out = process.argv[2];
   if (!out) {
-    console.error('usage: node deploy/agent-bundle.mjs <output directory>');
+    process.stderr.write('usage: node deploy/agent-bundle.mjs <output directory>\n');
     process.exit(2);
   }
   bundle(resolve(out));

@@ -2,13 +2,16 @@
 # Sets up a fresh Debian 12 machine, as root, for running the agent's lab and the tests: the kernel tools the
 # dataplane drives, the BGP speakers (gobgpd and its protos; BIRD and FRR as peers), the CNI plugins a kubelet runs
 # (bridge, host-local), QEMU with busybox and ipvsadm for the guest tier that has the kernel features the host lacks
-# (IPVS, dummy, ipip), promtool for the alert rules, kubectl for the API server tests, then the npm workspace.
+# (IPVS, dummy, ipip), promtool for the alert rules, kubectl for the API server tests, mmdebstrap, buildah and podman
+# (runc where crun refuses a cgroup-hybrid host) to build the agent's image and run it in a lab node (npm run image),
+# then the npm workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(iptables ipset nftables iproute2 conntrack prometheus ca-certificates openssl
   gobgpd golang-github-osrg-gobgp-dev bird2 frr containernetworking-plugins
-  qemu-system-x86 busybox-static ipvsadm cpio kmod)
+  qemu-system-x86 busybox-static ipvsadm cpio kmod
+  mmdebstrap podman buildah runc)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)

@@ -13,7 +13,7 @@ import { AgentMetrics } from '@kube-router/metrics';
 import { AssemblyError, planAssembly, type PluginEntry } from './assembly.js';
 import { resolveAgentOptions, type AgentOptions, type ResolvedAgentOptions } from './options.js';
 import { startServers, type RunningServers } from './servers.js';
-import { toolReadinessCheck } from './tool-readiness.js';
+import { kernelFeatureReadinessCheck, toolReadinessCheck } from './tool-readiness.js';
 
 /** A service the assembly starts with, such as the Kubernetes context; plugins look it up by key. */
 export type ServiceEntry<T = unknown> = readonly [ServiceKey<T>, T];
@@ -95,6 +95,10 @@ export async function createAgent(input: CreateAgentInput): Promise<Agent> {
     }
     const tools = plugin.tools?.(options) ?? [];
     if (tools.length > 0) health.addReadinessCheck(`${controller.name}/tools`, toolReadinessCheck(controller.name, tools, ctx.logger));
+    const kernelFeatures = plugin.kernelFeatures?.(options) ?? [];
+    if (kernelFeatures.length > 0) {
+      health.addReadinessCheck(`${controller.name}/kernel`, kernelFeatureReadinessCheck(controller.name, kernelFeatures, ctx.logger));
+    }
     controllers.push(controller);
   }
 

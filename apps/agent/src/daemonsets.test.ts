@@ -3,11 +3,11 @@ import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
+import { KUBE_ROUTER_CHANGE_ME_ARGS, KUBE_ROUTER_DAEMONSETS } from '@kube-router/testkit';
 import { planAssembly } from './assembly.js';
 import { defaultCatalog, FEATURE_FLAGS, pluginsForConfig, type PluginCatalog } from './catalog.js';
 import { FEATURES, FLAGS, parseFlags, type FlagDefinition, type FlagName } from './flags.js';
 import { EXIT, runCli } from './run-cli.js';
-import { KUBE_ROUTER_DAEMONSETS } from './testing/fixtures/kube-router-daemonsets.js';
 
 const repo = fileURLToPath(new URL('../../../', import.meta.url));
 const OUR_MANIFESTS = ['deploy/kube-router-all-features.yaml', 'deploy/kube-router-firewall-only.yaml', 'deploy/kube-router-proxy-only.yaml'];
@@ -121,6 +121,17 @@ describe('the DaemonSet fixtures', () => {
       expect(expectedMissing(args), source).toEqual([]);
       expect((await runUntilKubernetes(args)).reached, source).toBe(true);
     }
+  });
+
+  it('generic-kuberouter-only-advertise-routes as shipped, with its <CHANGE ME> placeholders, is refused naming the flag to fill in', async () => {
+    const source = 'daemonset/generic-kuberouter-only-advertise-routes.yaml';
+    const flagOf = (arg: string) => arg.split('=')[0];
+    const placeholders = new Set(KUBE_ROUTER_CHANGE_ME_ARGS.map(flagOf));
+    const shipped = [...KUBE_ROUTER_DAEMONSETS[source]!.filter((arg) => !placeholders.has(flagOf(arg))), ...KUBE_ROUTER_CHANGE_ME_ARGS];
+    const result = await runUntilKubernetes(shipped);
+    expect(result.reached).toBe(false);
+    expect(result.code).toBe(EXIT.usage);
+    expect(result.stderr.split('\n')[0]).toBe('error: invalid argument "<CHANGE ME>" for "--peer-router-ips" flag: "<CHANGE ME>" is not an IP address');
   });
 
   it('summarise what this build lacks for them (printed for the record)', () => {

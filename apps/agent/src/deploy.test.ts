@@ -93,8 +93,9 @@ describe('deploy/rbac.yaml', () => {
       (role?.rules as Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }>).some(
         (rule) => rule.apiGroups.includes(group) && rule.resources.includes(resource) && rule.verbs.includes(verb),
       );
+    // Each grant is shown needed by rbac.test.ts; here, the ones a reader looks for first.
     for (const resource of ['pods', 'namespaces', 'nodes', 'services']) {
-      for (const verb of ['get', 'list', 'watch']) expect(can('', resource, verb), `${verb} ${resource}`).toBe(true);
+      for (const verb of ['list', 'watch']) expect(can('', resource, verb), `${verb} ${resource}`).toBe(true);
     }
     expect(can('discovery.k8s.io', 'endpointslices', 'watch')).toBe(true);
     expect(can('networking.k8s.io', 'networkpolicies', 'watch')).toBe(true);
@@ -119,34 +120,79 @@ describe('deploy/Dockerfile', () => {
 
   it("installs every executable the build's plugins name in `tools`, and gobgpd's protos (the image had no gobgpd)", () => {
     const dockerfile = read('deploy/Dockerfile');
-    // What the runtime stage (the last FROM) installs.
-    const runtime = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '));
-    const installed = [...runtime.matchAll(/apt-get install[^\n]*/g)].flatMap((line) => line[0].split(/\s+/));
-    // Where Debian (bookworm) ships each executable the plugins run.
-    const packageOf: Record<string, string> = {
-      gobgpd: 'gobgpd',
-      ip: 'iproute2',
-      ipset: 'ipset',
-      ipvsadm: 'ipvsadm',
-      nft: 'nftables',
-      sysctl: 'procps',
-      modprobe: 'kmod',
-    };
-    const every = parseFlags(['--run-firewall', '--run-router', '--run-service-proxy', '--run-loadbalancer', '--enable-ipv6'], { NODE_NAME: 'node' });
-    if (!every.ok) throw new Error(every.stderr);
-    const plugins = pluginsForConfig(every.config, defaultCatalog);
-    const tools = new Set(plugins.flatMap(({ plugin, options }) => [...(plugin.tools?.(plugin.options.parse(options ?? {})) ?? [])]));
-    expect(tools).toContain('gobgpd');
-    for (const tool of tools) {
-      const pkg = /^ip6?tables/.test(tool) ? 'iptables' : packageOf[tool];
+    for (const tool of pluginTools()) {
+      const pkg = debianPackageOf(tool);
       expect(pkg, `no Debian package known for ${tool}`).toBeDefined();
-      expect(installed, `${tool} (${pkg})`).toContain(pkg);
+      expect(dockerfileRuntimePackages(), `${tool} (${pkg})`).toContain(pkg);
     }
     // routing-bgp loads gobgpd's API protos at run time, from where Debian's golang-github-osrg-gobgp-dev puts them.
     expect(dockerfile).toMatch(/^FROM node:20-bookworm-slim AS build[\s\S]*apt-get install[^\n]*golang-github-osrg-gobgp-dev/m);
     expect(dockerfile).toContain(`COPY --from=build ${DEFAULT_GOBGP_PROTO_DIR}/*.proto ${DEFAULT_GOBGP_PROTO_DIR}/`);
   });
 });
+
+// `npm run image` builds the image on a machine without a registry to pull node:20-bookworm-slim from: the same
+// Debian packages by mmdebstrap, Node from the npm registry. Its list cannot drift from the Dockerfile's.
+describe('deploy/build-image.mjs', () => {
+  const script = read('deploy/build-image.mjs');
+
+  it("installs the Dockerfile runtime stage's packages, so every plugin's tools, and gobgpd's protos", () => {
+    const list = /^const RUNTIME_PACKAGES = \[([^\]]*)\];/m.exec(script)?.[1];
+    expect(list, 'const RUNTIME_PACKAGES = [...] on one line').toBeDefined();
+    const packages = [...list!.matchAll(/'([^']+)'/g)].map((match) => match[1]);
+    expect(packages).toEqual(dockerfileRuntimePackages());
+    for (const tool of pluginTools()) expect(packages, tool).toContain(debianPackageOf(tool));
+    expect(script).toContain(`const PROTO_DIR = '${DEFAULT_GOBGP_PROTO_DIR}';`);
+    expect(script).toContain("const PROTO_PACKAGE = 'golang-github-osrg-gobgp-dev';");
+    expect(script).toContain("'--entrypoint=[\"kube-router\"]'");
+    expect(read('package.json')).toContain('"image": "node deploy/build-image.mjs"');
+  });
+
+  it("pins a Node 20 that the packages' engines accept", () => {
+    const version = /^\s*version: '(\d+)\.(\d+)\.(\d+)',$/m.exec(script)?.slice(1).map(Number);
+    expect(version, 'NODE.version').toBeDefined();
+    const [major, minor] = version!;
+    expect(major).toBe(20);
+    const engines = (JSON.parse(read('package.json')) as { engines: { node: string } }).engines.node;
+    const [, wantMajor, wantMinor] = /^>=(\d+)\.(\d+)$/.exec(engines)!.map(Number);
+    expect(major! > wantMajor! || (major === wantMajor && minor! >= wantMinor!), `${version!.join('.')} satisfies ${engines}`).toBe(true);
+    expect(script).toMatch(/integrity: 'sha512-[A-Za-z0-9+/]+={0,2}'/);
+  });
+});
+
+/** Every executable the plugins of an all-features build (IPv6 and the allocator too) name in `tools`. */
+function pluginTools(): Set<string> {
+  const every = parseFlags(['--run-firewall', '--run-router', '--run-service-proxy', '--run-loadbalancer', '--enable-ipv6'], { NODE_NAME: 'node' });
+  if (!every.ok) throw new Error(every.stderr);
+  const plugins = pluginsForConfig(every.config, defaultCatalog);
+  const tools = new Set(plugins.flatMap(({ plugin, options }) => [...(plugin.tools?.(plugin.options.parse(options ?? {})) ?? [])]));
+  expect(tools).toContain('gobgpd');
+  return tools;
+}
+
+/** Where Debian (bookworm) ships each executable the plugins run. */
+function debianPackageOf(tool: string): string | undefined {
+  const packageOf: Record<string, string> = {
+    gobgpd: 'gobgpd',
+    ip: 'iproute2',
+    bridge: 'iproute2',
+    ipset: 'ipset',
+    ipvsadm: 'ipvsadm',
+    nft: 'nftables',
+    sysctl: 'procps',
+    modprobe: 'kmod',
+  };
+  return /^ip6?tables/.test(tool) ? 'iptables' : packageOf[tool];
+}
+
+/** What the Dockerfile's runtime stage (the last FROM) installs. */
+function dockerfileRuntimePackages(): string[] {
+  const dockerfile = read('deploy/Dockerfile');
+  const runtime = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '));
+  return [...runtime.matchAll(/apt-get install ([^\n&]*)/g)]
+    .flatMap((line) => line[1]!.trim().split(/\s+/))
+    .filter((word) => /^[a-z0-9][a-z0-9+.-]*$/.test(word));
+}
 
 describe('docs/', () => {
   it('docs/metrics.md describes every kube_router_ metric', async () => {

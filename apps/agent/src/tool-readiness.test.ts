@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import type { ControllerPlugin } from '@kube-router/controller';
 import { createAgent } from './agent.js';
 import { testPlugin } from './testing/test-plugins.js';
 import { get, memoryLogger, waitFor } from './testing/support.js';
-import { toolReadinessCheck } from './tool-readiness.js';
+import { kernelFeatureReadinessCheck, toolReadinessCheck } from './tool-readiness.js';
 
 describe('toolReadinessCheck', () => {
   it('names the missing tools in one log line at once, fails readiness until they are installed, and rechecks every 10 s', () => {
@@ -29,25 +30,73 @@ describe('toolReadinessCheck', () => {
 
 describe('a plugin whose tool is not installed', () => {
   it('is not ready, naming the tool, while it syncs and stays live (an image without gobgpd looked healthy)', async () => {
-    const { logger, lines } = memoryLogger();
     const plugin = { ...testPlugin({ name: 'needs-tools' }), tools: () => ['sh', 'kube-router-test-no-such-tool'] };
-    const agent = await createAgent({
-      logger,
-      plugins: [{ plugin }],
-      options: { nodeName: 'node-a', health: { addr: '127.0.0.1', port: 0 }, metrics: { addr: '127.0.0.1', port: 0 }, collectDefaultMetrics: false },
+    const { readyz, healthz, named } = await readinessOf(plugin, 'kube-router-test-no-such-tool');
+    expect(readyz).toEqual({
+      status: 500,
+      body: '[-]needs-tools/tools failed: kube-router-test-no-such-tool not installed\n[+]needs-tools ok\nreadyz check failed\n',
     });
-    await agent.start();
-    try {
-      await waitFor('the first sync', () => agent.health.status('needs-tools')?.firstSyncEnded === true);
-      expect(await get(`${agent.healthUrl}/readyz?verbose`)).toEqual({
-        status: 500,
-        body: '[-]needs-tools/tools failed: kube-router-test-no-such-tool not installed\n[+]needs-tools ok\nreadyz check failed\n',
-      });
-      expect((await get(`${agent.healthUrl}/healthz`)).status).toBe(200);
-      const named = lines.filter((l) => String(l.msg).includes('kube-router-test-no-such-tool'));
-      expect(named).toEqual([expect.objectContaining({ controller: 'needs-tools', level: 50 })]);
-    } finally {
-      await agent.stop();
-    }
+    expect(healthz).toBe(200);
+    expect(named).toEqual([expect.objectContaining({ controller: 'needs-tools', level: 50 })]);
   });
 });
+
+describe('kernelFeatureReadinessCheck', () => {
+  const IPVS = { name: 'IPVS (ip_vs)', path: '/proc/net/ip_vs' };
+
+  it('names the missing feature and its path in one log line, fails readiness until the kernel has it', () => {
+    const present = new Set<string>();
+    let now = 0;
+    const { logger, lines } = memoryLogger();
+    const check = kernelFeatureReadinessCheck('proxy', [IPVS], logger, (path) => present.has(path), () => now);
+    expect(lines.map((l) => l.msg)).toEqual([
+      'the kernel has no IPVS (ip_vs) (/proc/net/ip_vs is missing): proxy cannot program the node, stays not ready and its syncs fail',
+    ]);
+    expect(check()).toBe('the kernel has no IPVS (ip_vs)');
+    // modprobe ip_vs on the running node: seen within the recheck interval.
+    present.add('/proc/net/ip_vs');
+    now = 10_000;
+    expect(check()).toBeUndefined();
+    expect(lines).toHaveLength(1);
+  });
+});
+
+describe('a plugin whose kernel feature is missing', () => {
+  it('is not ready, naming the feature, while it syncs and stays live (a kernel without IPVS looked ready)', async () => {
+    const plugin = {
+      ...testPlugin({ name: 'needs-kernel' }),
+      kernelFeatures: () => [
+        { name: 'loopback', path: '/proc/self' },
+        { name: 'kube-router-test-feature', path: '/proc/net/kube-router-test-no-such-feature' },
+      ],
+    };
+    const { readyz, healthz, named } = await readinessOf(plugin, 'kube-router-test-feature');
+    expect(readyz).toEqual({
+      status: 500,
+      body: '[-]needs-kernel/kernel failed: the kernel has no kube-router-test-feature\n[+]needs-kernel ok\nreadyz check failed\n',
+    });
+    expect(healthz).toBe(200);
+    expect(named).toEqual([expect.objectContaining({ controller: 'needs-kernel', level: 50 })]);
+  });
+});
+
+/** The agent with `plugin` alone, through its first sync: its verbose readiness, its liveness and its log lines. */
+async function readinessOf(plugin: ControllerPlugin<unknown>, word: string) {
+  const { logger, lines } = memoryLogger();
+  const agent = await createAgent({
+    logger,
+    plugins: [{ plugin }],
+    options: { nodeName: 'node-a', health: { addr: '127.0.0.1', port: 0 }, metrics: { addr: '127.0.0.1', port: 0 }, collectDefaultMetrics: false },
+  });
+  await agent.start();
+  try {
+    await waitFor('the first sync', () => agent.health.status(plugin.name)?.firstSyncEnded === true);
+    return {
+      readyz: await get(`${agent.healthUrl}/readyz?verbose`),
+      healthz: (await get(`${agent.healthUrl}/healthz`)).status,
+      named: lines.filter((l) => String(l.msg).includes(word)),
+    };
+  } finally {
+    await agent.stop();
+  }
+}

@@ -13,7 +13,7 @@ import { startBird, type BgpRouter, type BgpRouterNeighbor } from '@kube-router/
 /** The router's ASN: a private one that differs from kube-router's default cluster ASN (64512), so the peering is eBGP. */
 export const EXTERNAL_ROUTER_ASN = 65000;
 /** The router takes this offset in every underlay subnet: the host is .1, node k is .1k. */
-const ROUTER_ADDRESS_OFFSET = 2;
+export const ROUTER_ADDRESS_OFFSET = 2;
 /** Its side of the veth in the underlay namespace, plugged into the bridge. */
 const UNDERLAY_PORT = 'router';
 
@@ -26,6 +26,11 @@ export interface ExternalRouterOptions {
   nodes: readonly { nodeName: string; nodeIps: readonly string[] }[];
   /** The nodes' ASN (--cluster-asn). */
   nodeAsn: number;
+  /**
+   * The router's own ASN: EXTERNAL_ROUTER_ASN by default; the agents' --peer-router-asns when they were given one (a
+   * manifest's peer router, played by this one). Equal to the nodes' ASN, the sessions are iBGP.
+   */
+  asn?: number;
   /** Where BIRD's configuration, control socket and log go (the lab's work directory removes them). */
   dir: string;
 }
@@ -64,6 +69,7 @@ export async function startExternalRouter(options: ExternalRouterOptions): Promi
   const netns = externalRouterNetns(options.runId);
   const { underlay } = options;
   const addresses = underlay.cidrs.map((cidr) => addressInSubnet(cidr.cidr, ROUTER_ADDRESS_OFFSET));
+  const asn = options.asn ?? EXTERNAL_ROUTER_ASN;
   await addNetns(runner, netns);
   let bird: BgpRouter | undefined;
   const remove = async () => {
@@ -88,7 +94,7 @@ export async function startExternalRouter(options: ExternalRouterOptions): Promi
     bird = await startBird({
       netns,
       routerId: addresses.find((address) => !address.includes(':')) ?? '192.0.2.1',
-      asn: EXTERNAL_ROUTER_ASN,
+      asn,
       neighbors,
       installRoutes: true,
       workDir: options.dir,
@@ -100,9 +106,9 @@ export async function startExternalRouter(options: ExternalRouterOptions): Promi
   return {
     netns,
     addresses,
-    asn: EXTERNAL_ROUTER_ASN,
+    asn,
     bird,
-    agentFlags: [`--peer-router-ips=${addresses.join(',')}`, `--peer-router-asns=${addresses.map(() => EXTERNAL_ROUTER_ASN).join(',')}`],
+    agentFlags: [`--peer-router-ips=${addresses.join(',')}`, `--peer-router-asns=${addresses.map(() => asn).join(',')}`],
     stop: remove,
   };
 }

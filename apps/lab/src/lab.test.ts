@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { defaultCatalog, FLAGS } from '@kube-router/agent';
 import { freePort, hasTool, waitFor } from '@kube-router/testkit';
+import { canConnect, WEB_FROM_CLIENT_POLICY } from './testing/pod-traffic.js';
 
 async function get(url: string): Promise<{ status: number; body: string }> {
   const response = await fetch(url);
@@ -17,18 +18,6 @@ async function get(url: string): Promise<{ status: number; body: string }> {
 }
 
 const run = promisify(execFile);
-
-/** A TCP connect from inside a network namespace, by a process of its own, as any client in the pod would. */
-async function canConnect(netns: string, ip: string, port: number): Promise<boolean> {
-  const script = `const s = require('net').connect(${port}, '${ip}'); s.setTimeout(700);
-    s.on('connect', () => process.exit(0)); s.on('timeout', () => process.exit(1)); s.on('error', () => process.exit(1));`;
-  try {
-    await run('ip', ['netns', 'exec', netns, process.execPath, '-e', script], { timeout: 5_000 });
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function eventually(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -148,7 +137,7 @@ describe.skipIf(!isRoot).each([
   it("fills each node's kube-router CNI file with the node's pod CIDRs (--enable-cni), and makes kube-bridge", async () => {
     const nodes = (JSON.parse(await kubectl('get', 'nodes', '-o', 'json')) as { items: { metadata: { name: string }; spec: { podCIDRs: string[] } }[] }).items;
     for (const node of nodes) {
-      const file = join(dirname(kubeconfig), node.metadata.name, '10-kuberouter.conflist');
+      const file = join(dirname(kubeconfig), node.metadata.name, 'cni-net.d', '10-kuberouter.conflist');
       const written = JSON.parse(await readFile(file, 'utf8')) as { plugins: { type: string; mtu?: number; ipam: { ranges?: unknown } }[] };
       expect(written.plugins[0]).toMatchObject({ type: 'bridge', ipam: { ranges: node.spec.podCIDRs.map((subnet) => [{ subnet }]) } });
       expect(written.plugins[0]!.mtu).toBeGreaterThan(0);
@@ -163,9 +152,19 @@ describe.skipIf(!isRoot).each([
       httpsGet(`${server}/api/v1/nodes`, { rejectUnauthorized: false }, (response) => resolve(response.statusCode ?? 0)).on('error', reject),
     );
     expect(status).toBe(401);
-    const agentKubeconfig = await readFile(join(dirname(kubeconfig), 'lab-node-1', 'kubeconfig.conf'), 'utf8');
-    expect(agentKubeconfig).toMatch(/tokenFile: .*lab-node-1\/serviceaccount\/token/);
-    expect(agentKubeconfig).toMatch(/certificate-authority: .*lab-node-1\/serviceaccount\/ca\.crt/);
+    // The node's copy of the kube-proxy ConfigMap, which the agent sees at /var/lib/kube-router/kubeconfig; it names
+    // the service account's files where the container sees them.
+    const agentKubeconfig = await readFile(join(dirname(kubeconfig), 'lab-node-1', 'kube-router', 'kubeconfig'), 'utf8');
+    expect(agentKubeconfig).toMatch(/tokenFile: \/var\/run\/secrets\/kubernetes\.io\/serviceaccount\/token\n/);
+    expect(agentKubeconfig).toMatch(/certificate-authority: \/var\/run\/secrets\/kubernetes\.io\/serviceaccount\/ca\.crt\n/);
+    const pids = (await run('ip', ['netns', 'pids', `krt-${runId}-lab-node-1`])).stdout.split('\n').filter(Boolean);
+    const processes = await Promise.all(pids.map(async (pid) => ({ pid, args: (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0') })));
+    const agent = processes.find(({ args }) => args.some((arg) => arg.endsWith('cli.ts')));
+    expect(agent?.args).toContain('--kubeconfig=/var/lib/kube-router/kubeconfig');
+    // Seen through the agent's own mount namespace: the node's files at the DaemonSet's paths, the host's untouched.
+    expect(await readFile(`/proc/${agent!.pid}/root/var/lib/kube-router/kubeconfig`, 'utf8')).toBe(agentKubeconfig);
+    expect(await readFile(`/proc/${agent!.pid}/root/var/run/secrets/kubernetes.io/serviceaccount/namespace`, 'utf8')).toBe('kube-system');
+    expect(existsSync('/var/lib/kube-router/kubeconfig')).toBe(false);
   });
 
   it("attaches pods with the real CNI plugins from the agent's file: addresses from host-local, veths on kube-bridge", async () => {
@@ -261,15 +260,7 @@ spec: { type: LoadBalancer, ports: [{ port: 443, protocol: TCP }] }
     expect(await reach('intruder')).toBe(true);
     expect(await reach('client')).toBe(true);
 
-    await kubectlApply(`apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: { name: web-from-client, namespace: demo }
-spec:
-  podSelector: { matchLabels: { app: web } }
-  ingress:
-    - from: [{ podSelector: { matchLabels: { app: client } } }]
-      ports: [{ port: 80, protocol: TCP }]
-`);
+    await kubectlApply(WEB_FROM_CLIENT_POLICY);
     const applied = Date.now();
     await eventually('the intruder to be cut off', async () => !(await reach('intruder')), 30_000);
     // The agents sync at most every 200 ms on a change; a probe takes up to 700 ms. Generous for a loaded CI machine.
@@ -283,17 +274,13 @@ spec:
   it(
     routerAvailable
       ? 'carries pod traffic between nodes over the routes the agents learned from each other'
-      : 'keeps pods on different nodes apart while this build has no router (no route between the nodes)',
+      : 'carries pod traffic between nodes over the routes the lab adds while this build has no router',
     async () => {
       const items = await pods();
       const pod = (name: string) => items.find((p) => p.metadata.name === name)!;
       const client = pod('client').metadata.annotations['lab.kube-router.io/netns']!;
       const remote = pod('remote').status.podIP;
-      if (routerAvailable) {
-        await eventually('client on lab-node-1 to reach remote on lab-node-2', () => canConnect(client, remote, 8080), 60_000);
-      } else {
-        expect(await canConnect(client, remote, 8080)).toBe(false);
-      }
+      await eventually('client on lab-node-1 to reach remote on lab-node-2', () => canConnect(client, remote, 8080), 60_000);
     },
     90_000,
   );

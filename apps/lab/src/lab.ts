@@ -17,7 +17,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import pretty from 'pino-pretty';
-import { createKubeContext, loadKubeConfig } from '@kube-router/kube';
+import { createKubeContext, loadKubeConfig, SERVICE_ACCOUNT_DIR } from '@kube-router/kube';
+import { ExecRunner } from '@kube-router/netfilter';
 import {
   createLabUnderlay,
   defaultClusterNodes,
@@ -32,7 +33,7 @@ import { hasTool, KUBE_ROUTER_CNI_CONF_NAME, KUBE_ROUTER_CNI_CONFLIST } from '@k
 import { defaultCatalog, environmentFor, FLAGS, parseFlags, runCli } from '@kube-router/agent';
 import { startExternalRouter, type ExternalRouter } from './external-router.js';
 import { labCatalog } from './lab-catalog.js';
-import { killAndWait, NodeAgent, processesInNetns } from './node-agent.js';
+import { killAndWait, NodeAgent, processesInNetns, type AgentMount } from './node-agent.js';
 import { labSettings } from './settings.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -46,8 +47,20 @@ const userFlags = process.argv.slice(2);
 /** How long a node may take to be ready before the lab says what it waits for. */
 const READINESS_NOTICE_MS = 10_000;
 
-/** The lab's defaults for every agent; the user's flags come after them and win. */
+/**
+ * Where kube-router's kubeadm DaemonSets (kubeadm-kuberouter-all-features.yaml) mount what the node gives the
+ * container: kubeadm's kube-proxy kubeconfig (the ConfigMap's kubeconfig.conf as `kubeconfig`), the CNI directory the
+ * install-cni init container fills, and the pod's service account, which that kubeconfig names.
+ */
+const KUBEADM_KUBECONFIG_DIR = '/var/lib/kube-router';
+const CNI_CONF_DIR = '/etc/cni/net.d';
+
+/**
+ * The lab's defaults for every agent, then `extra`, then the user's flags, which win. With LAB_AGENT_DEFAULTS=false
+ * the user's flags alone, as a DaemonSet's args are all its container gets.
+ */
 function agentFlags(extra: readonly string[]): string[] {
+  if (!settings.agentDefaults) return [...userFlags];
   return [
     '--run-firewall=true',
     // The proxy needs IPVS; this kernel may have none (its tests run in a QEMU guest then).
@@ -66,7 +79,7 @@ function agentFlags(extra: readonly string[]): string[] {
 }
 
 // Bad flags or --help end here, before anything is made.
-const checked = parseFlags(agentFlags(['--hostname-override=lab-node-1']), { ...process.env, NODE_NAME: 'lab-node-1' });
+const checked = parseFlags(agentFlags([]), { ...process.env, NODE_NAME: 'lab-node-1' });
 if (!checked.ok) {
   process.stdout.write(checked.stdout);
   process.stderr.write(checked.stderr);
@@ -148,7 +161,9 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
   } catch (error) {
     log.error({ err: error }, 'the lab did not start');
     await stop('start failed');
-    return 1;
+    // An agent that refused its flags (exit 2) ends the lab with its code, as `npm start -- --bad-flag` does.
+    const codes = await Promise.all(agents.map((agent) => agent.exited));
+    return codes.find((code): code is number => typeof code === 'number' && code !== 0) ?? 1;
   }
 
   // Then, once every node says so, whether it is ready, and if it is slow to be, which controller and why.
@@ -175,23 +190,41 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
     // pod's service account token and ca.crt, kubeadm's kube-proxy kubeconfig naming both (client-go's tokenFile),
     // each agent with a token of its own; and /etc/cni/net.d as the install-cni init container leaves it, the
     // ConfigMap's conflist without ranges until the agent writes the node's pod CIDRs into it.
+    // Each node's files live in its directory and reach its agent at the DaemonSet's mount paths (see NodeAgent).
     const specs = defaultClusterNodes(settings.nodes);
-    const files = new Map<string, { kubeconfig: string; cniConfFile: string }>();
+    const files = new Map<string, { mounts: AgentMount[]; cniConfFile: string }>();
     for (const spec of specs) {
-      const accountDir = join(workdir, spec.name, 'serviceaccount');
-      await mkdir(accountDir, { recursive: true });
+      const nodeDir = join(workdir, spec.name);
+      const accountDir = join(nodeDir, 'serviceaccount');
+      const kubeconfigDir = join(nodeDir, 'kube-router');
+      const cniDir = join(nodeDir, 'cni-net.d');
+      for (const dir of [accountDir, kubeconfigDir, cniDir]) await mkdir(dir, { recursive: true });
       const token = randomBytes(24).toString('hex');
       await writeFile(join(accountDir, 'token'), token, { mode: 0o600 });
       await writeFile(join(accountDir, 'ca.crt'), server.ca!);
+      await writeFile(join(accountDir, 'namespace'), 'kube-system');
       server.authentication.setTokens([...(server.authentication.tokens ?? []), token]);
-      const access = { caFile: join(accountDir, 'ca.crt'), tokenFile: join(accountDir, 'token') };
-      const cniConfFile = join(workdir, spec.name, KUBE_ROUTER_CNI_CONF_NAME);
+      // kubeadm's kube-proxy kubeconfig names the service account's files where the container sees them.
+      await server.writeKubeconfig(join(kubeconfigDir, 'kubeconfig'), {
+        caFile: `${SERVICE_ACCOUNT_DIR}/ca.crt`,
+        tokenFile: `${SERVICE_ACCOUNT_DIR}/token`,
+      });
+      const cniConfFile = join(cniDir, KUBE_ROUTER_CNI_CONF_NAME);
       // host-local's leases in the node's own directory, as /var/lib/cni is each node's own: not the host's.
       const [bridge, ...others] = KUBE_ROUTER_CNI_CONFLIST.plugins;
-      const conflist = { ...KUBE_ROUTER_CNI_CONFLIST, plugins: [{ ...bridge, ipam: { ...bridge.ipam, dataDir: join(workdir, spec.name, 'cni-leases') } }, ...others] };
+      const conflist = { ...KUBE_ROUTER_CNI_CONFLIST, plugins: [{ ...bridge, ipam: { ...bridge.ipam, dataDir: join(nodeDir, 'cni-leases') } }, ...others] };
       await writeFile(cniConfFile, JSON.stringify(conflist, null, 2));
-      files.set(spec.name, { kubeconfig: await server.writeKubeconfig(join(workdir, spec.name, 'kubeconfig.conf'), access), cniConfFile });
+      files.set(spec.name, {
+        cniConfFile,
+        mounts: [
+          { source: accountDir, target: SERVICE_ACCOUNT_DIR, readOnly: true },
+          { source: kubeconfigDir, target: KUBEADM_KUBECONFIG_DIR, readOnly: true },
+          { source: cniDir, target: CNI_CONF_DIR },
+        ],
+      });
     }
+    // Mount points for the agents' own mount namespaces: empty directories where the host has none.
+    for (const target of [SERVICE_ACCOUNT_DIR, KUBEADM_KUBECONFIG_DIR, CNI_CONF_DIR]) await mkdir(target, { recursive: true });
     // The kubelet attaches pods with the real CNI plugins from that file, once the router has written its ranges; a
     // build or a command line without the router (or with --enable-cni=false) keeps the lab's routed veths.
     const cni = checkedConfig.features.router && defaultCatalog.router !== undefined && checkedConfig.routing.enableCni;
@@ -201,18 +234,29 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
       runId: settings.runId,
       nodes: specs.map((spec) => ({ ...spec, ...(cni && { cniConfFile: files.get(spec.name)!.cniConfFile }) })),
     });
+    // Agents that do not route between the nodes (no router, or --enable-ibgp=false) run beside another network in
+    // kube-router's manifests (firewall-only, proxy-only, advertise-only): the lab plays it, with a route per pod CIDR.
+    const agentsRoute = checkedConfig.features.router && defaultCatalog.router !== undefined && checkedConfig.routing.enableIbgp;
+    if (!agentsRoute) await routeBetweenNodes(cluster);
     router = await startRouter(cluster);
-    const routerFlags = router ? externalRouterFlags(router) : [];
+    const routerFlags = router && settings.agentDefaults ? externalRouterFlags(router) : [];
+    const apiAddress = new URL(server.url);
     agentsStarted = Date.now();
     for (const node of cluster.nodes) {
-      const { kubeconfig: agentKubeconfig, cniConfFile } = files.get(node.nodeName)!;
       agents.push(
         new NodeAgent({
           nodeName: node.nodeName,
           netns: node.nodeNetns,
           ...(settings.agentCli !== undefined && { cli: settings.agentCli }),
-          env: { KUBE_ROUTER_CNI_CONF_FILE: cniConfFile },
-          args: agentFlags([`--kubeconfig=${agentKubeconfig}`, `--hostname-override=${node.nodeName}`, ...routerFlags]),
+          mounts: files.get(node.nodeName)!.mounts,
+          // What the DaemonSet's env and the kubelet give every container (the in-cluster API address).
+          env: {
+            NODE_NAME: node.nodeName,
+            KUBE_ROUTER_CNI_CONF_FILE: `${CNI_CONF_DIR}/${KUBE_ROUTER_CNI_CONF_NAME}`,
+            KUBERNETES_SERVICE_HOST: apiAddress.hostname.replace(/^\[|\]$/g, ''),
+            KUBERNETES_SERVICE_PORT: apiAddress.port,
+          },
+          args: agentFlags([`--kubeconfig=${KUBEADM_KUBECONFIG_DIR}/kubeconfig`, ...routerFlags]),
           logger: log,
           onLine: (stream, line) =>
             settings.logFormat === 'json'
@@ -296,6 +340,8 @@ async function startRouter(cluster: LabCluster): Promise<ExternalRouter | undefi
     underlay: cluster.underlay,
     nodes: cluster.nodes,
     nodeAsn,
+    // The manifest's peer router, when the agents' own flags name one (LAB_AGENT_DEFAULTS=false).
+    ...(!settings.agentDefaults && checkedConfig.routing.peers.asns[0] !== undefined && { asn: checkedConfig.routing.peers.asns[0] }),
     dir: join(workdir, 'router'),
   });
   log.info(
@@ -315,6 +361,20 @@ function externalRouterFlags(router: ExternalRouter): string[] {
   const advertise = FLAGS['advertise-loadbalancer-ip'].implemented;
   if (peering && !advertise) log.warn('this build does not implement --advertise-loadbalancer-ip: the router learns pod CIDRs only');
   return [...(peering ? router.agentFlags : []), ...(peering && advertise ? ['--advertise-loadbalancer-ip=true'] : [])];
+}
+
+/** A route on every node to every other node's pod CIDRs, through that node's underlay address of the same family. */
+async function routeBetweenNodes(cluster: LabCluster): Promise<void> {
+  const runner = new ExecRunner({ defaultTimeoutMs: 10_000 });
+  for (const node of cluster.nodes) {
+    for (const other of cluster.nodes.filter((candidate) => candidate !== node)) {
+      for (const cidr of other.podCidrs) {
+        const via = other.nodeIps.find((address) => address.includes(':') === cidr.includes(':'));
+        if (via !== undefined) await runner.run({ command: 'ip', args: ['route', 'replace', cidr, 'via', via], netns: node.nodeNetns });
+      }
+    }
+  }
+  log.info('the agents do not route between the nodes: the lab added a route per pod CIDR, as the network beside them would');
 }
 
 function urlOf(address: string, port: number): string {

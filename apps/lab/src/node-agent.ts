@@ -18,9 +18,47 @@ export interface NodeAgentOptions {
   args: readonly string[];
   /** Environment the DaemonSet would give the container (KUBE_ROUTER_CNI_CONF_FILE, ...). */
   env?: Readonly<Record<string, string>>;
+  /**
+   * The node's files at the paths the DaemonSet's volumeMounts give the container (the kubeconfig at
+   * /var/lib/kube-router, the CNI directory at /etc/cni/net.d, the service account at
+   * /var/run/secrets/kubernetes.io/serviceaccount), bind-mounted in the agent's own mount namespace, so that the host
+   * and the other nodes' agents see none of them. Each target must exist on the host as a mount point.
+   */
+  mounts?: readonly AgentMount[];
   /** Receives every line the agent writes (JSON logs on stdout, messages on stderr). */
   onLine(stream: 'stdout' | 'stderr', line: string): void;
   logger: Logger;
+}
+
+export interface AgentMount {
+  /** The node's file or directory on the host. */
+  source: string;
+  /** Where the container sees it. */
+  target: string;
+  readOnly?: boolean;
+}
+
+/**
+ * The command that runs `command` in `netns` with `mounts` made first in a mount namespace of its own: `ip netns exec`
+ * (the node's network), then `unshare --mount` with private propagation, then the bind mounts and an `exec`, so the
+ * agent keeps the process the lab started.
+ */
+export function commandWithMounts(netns: string, mounts: readonly AgentMount[], command: readonly string[]): string[] {
+  if (mounts.length === 0) return ['ip', 'netns', 'exec', netns, ...command];
+  const steps = mounts.flatMap((mount, index) => {
+    // The paths come in as positional parameters: nothing of them is parsed by the shell.
+    const source = `"$${2 * index + 1}"`;
+    const target = `"$${2 * index + 2}"`;
+    return [`mount --bind ${source} ${target}`, ...(mount.readOnly ? [`mount -o remount,bind,ro ${target}`] : [])];
+  });
+  const script = `set -e; ${steps.join('; ')}; shift ${2 * mounts.length}; exec "$@"`;
+  return [
+    'ip', 'netns', 'exec', netns,
+    'unshare', '--mount', '--propagation', 'private', '--',
+    'sh', '-c', script, 'agent-mounts',
+    ...mounts.flatMap((mount) => [mount.source, mount.target]),
+    ...command,
+  ];
 }
 
 /**
@@ -40,9 +78,12 @@ export class NodeAgent {
     this.nodeName = options.nodeName;
     this.netns = options.netns;
     this.#logger = options.logger;
+    const [command, ...args] = commandWithMounts(options.netns, options.mounts ?? [], [
+      process.execPath, '--conditions=@kube-router/source', '--import', 'tsx', options.cli ?? REFERENCE_AGENT_CLI, ...options.args,
+    ]);
     this.#child = spawn(
-      'ip',
-      ['netns', 'exec', options.netns, process.execPath, '--conditions=@kube-router/source', '--import', 'tsx', options.cli ?? REFERENCE_AGENT_CLI, ...options.args],
+      command!,
+      args,
       {
         cwd: REPOSITORY_ROOT,
         detached: true,

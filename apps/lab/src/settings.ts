@@ -24,6 +24,12 @@ export interface LabSettings {
    * JSON lines on stdout, for tools.
    */
   logFormat: 'text' | 'json';
+  /**
+   * LAB_AGENT_DEFAULTS: "false" gives the agents only the flags on the command line, as a DaemonSet's args are all its
+   * container gets: none of the lab's defaults (firewall on, LoadBalancer ranges, IPv6, ports, the kubeconfig flag, the
+   * external router's peering). Default true.
+   */
+  agentDefaults: boolean;
 }
 
 export function labSettings(env: NodeJS.ProcessEnv): LabSettings {
@@ -34,6 +40,10 @@ export function labSettings(env: NodeJS.ProcessEnv): LabSettings {
   const externalRouter = env.LAB_EXTERNAL_ROUTER ?? 'true';
   if (externalRouter !== 'true' && externalRouter !== 'false') {
     throw new Error(`LAB_EXTERNAL_ROUTER must be true or false, not ${env.LAB_EXTERNAL_ROUTER}`);
+  }
+  const agentDefaults = env.LAB_AGENT_DEFAULTS ?? 'true';
+  if (agentDefaults !== 'true' && agentDefaults !== 'false') {
+    throw new Error(`LAB_AGENT_DEFAULTS must be true or false, not ${env.LAB_AGENT_DEFAULTS}`);
   }
   const logFormat = env.LAB_LOG_FORMAT ?? 'text';
   if (logFormat !== 'text' && logFormat !== 'json') throw new Error(`LAB_LOG_FORMAT must be text or json, not ${env.LAB_LOG_FORMAT}`);
@@ -46,5 +56,6 @@ export function labSettings(env: NodeJS.ProcessEnv): LabSettings {
     agentCli: env.LAB_AGENT_CLI === undefined || env.LAB_AGENT_CLI === '' ? undefined : resolve(env.LAB_AGENT_CLI),
     externalRouter: externalRouter === 'true',
     logFormat,
+    agentDefaults: agentDefaults === 'true',
   };
 }

@@ -85,11 +85,26 @@ export interface ControllerPlugin<O = unknown> {
    */
   tools?(options: O): readonly string[];
   /**
+   * The kernel features its controller needs with these options, each known by a path that exists only where the
+   * running kernel (in the agent's network namespace) has it: IPVS by /proc/net/ip_vs. As with `tools`, the agent says
+   * at start, in one line, which are missing and keeps the controller not ready while one is; the controller runs all
+   * the same, and its syncs fail and count. A kernel without IPVS otherwise looked ready while no Service was served.
+   */
+  kernelFeatures?(options: O): readonly KernelFeature[];
+  /**
    * kube-router's --cleanup-config: removes every rule, set, table, route, address and interface this plugin owns on
    * the node, and nothing else, then resolves. It runs without informers or a controller, so it must work from the
    * kernel's state alone, and it must succeed when there is nothing to remove. Failures are thrown (joined).
    */
   cleanup?(ctx: CleanupContext, options: O): Promise<void>;
+}
+
+/** A kernel feature a plugin needs, and the path that tells whether the running kernel has it. */
+export interface KernelFeature {
+  /** What an operator knows it by, and the module to load: `IPVS (ip_vs)`. */
+  readonly name: string;
+  /** A path that exists only when the feature is there: `/proc/net/ip_vs`. */
+  readonly path: string;
 }
 
 /** What the agent gives a plugin's `cleanup`: no Kubernetes, no metrics; the node's state is all there is. */

@@ -4,6 +4,7 @@ export type {
   Controller,
   ControllerPlugin,
   ControllerStartContext,
+  KernelFeature,
   OptionsSchema,
   PluginContext,
   ServiceKey,

@@ -117,4 +117,19 @@ describe('proxy controller with bad Services beside good ones', () => {
     expect(rules).not.toContain('not-a-cidr');
     expect(ipsetInput(runner)).toContain('add kube-router-svip-prt-t 10.96.0.2,tcp:80\n');
   });
+
+  it("looks for a hairpin Service's local endpoint on kube-bridge, and a port not found fails only that endpoint", async () => {
+    const hairpin: V1Service = { ...web, metadata: { namespace: 'ns', name: 'web', annotations: { 'kube-router.io/service.hairpin': '' } } };
+    const bridgeAddress = JSON.stringify([{ ifname: 'kube-bridge', addr_info: [{ family: 'inet', local: '10.244.0.1', prefixlen: 24, scope: 'global' }] }]);
+    const runner = fakeNode().on('ip -j address show dev kube-bridge', { stdout: bridgeAddress });
+    const proxy = controllerHarness(runner, { services: [hairpin], slices: [webSlice], node });
+
+    expect(await proxy.sync()).toEqual(['bridge-hairpin/10.244.0.2']);
+    expect(ipsetInput(runner)).toContain('add kube-router-svip-prt-t 10.96.0.2,tcp:80\n');
+    expect(runner.lines()).toContain('ip -force -batch -');
+
+    const plain = fakeNode();
+    expect(await controllerHarness(plain, { services: [web], slices: [webSlice], node }).sync()).toEqual([]);
+    expect(plain.lines().filter((line) => line.includes('kube-bridge') || line.startsWith('bridge'))).toEqual([]);
+  });
 });

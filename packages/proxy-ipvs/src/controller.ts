@@ -3,6 +3,7 @@ import { createSyncController, messageOf, SyncFailures } from '@kube-router/cont
 import type { Controller, PluginContext } from '@kube-router/controller';
 import { ipvsServiceId, Mutex } from '@kube-router/netfilter';
 import type { CommandRunner, IpFamily, IpvsDestinationConnections, IpvsVirtualServer } from '@kube-router/netfilter';
+import { BridgeHairpin } from './bridge-hairpin.js';
 import { Dataplane, PROXY_SYSCTLS } from './dataplane.js';
 import { HealthCheckServers } from './health-check-servers.js';
 import { ProxyMetrics } from './metrics.js';
@@ -69,6 +70,11 @@ export function createProxyController(ctx: PluginContext, deps: ProxyControllerD
     timeoutMs: options.commandTimeoutMs,
     families,
     iptablesBackend: options.iptablesBackend,
+  });
+  const bridgeHairpin = new BridgeHairpin({
+    runner: deps.runner,
+    ...(options.netns !== undefined && { netns: options.netns }),
+    timeoutMs: options.commandTimeoutMs,
   });
   const healthChecks = new HealthCheckServers(options.healthCheckBindAddress, ctx.logger);
   let desired: ReadonlyMap<string, DesiredVirtualServer> = new Map();
@@ -253,6 +259,18 @@ export function createProxyController(ctx: PluginContext, deps: ProxyControllerD
         });
         if (ok) appliedChains.set(family, chainsKey);
       }
+    }
+
+    // hairpin_mode on the kube-bridge port of each local endpoint of a hairpin Service, so that the SNATed reply to a
+    // pod reaching itself through its Service gets back out of the port it came in by. Checked at every sync: a
+    // restarted pod keeps its address but gets a new port. Nothing runs without hairpin Services or without the bridge.
+    if (model.hairpinEndpoints.size > 0) {
+      const hairpin = await failures.attempt('bridge-hairpin', () => bridgeHairpin.ensure(model.hairpinEndpoints.keys()));
+      for (const [address, error] of hairpin?.failures ?? []) {
+        const owners = model.hairpinEndpoints.get(address) ?? [];
+        failures.add(`bridge-hairpin/${address}`, owners.length > 0 ? new Error(`${messageOf(error)} (endpoint of ${owners.join(', ')})`, { cause: error }) : error);
+      }
+      if (hairpin && hairpin.enabled.length > 0) ctx.logger.info({ ports: hairpin.enabled, bridge: bridgeHairpin.bridge }, 'hairpin_mode turned on for bridge ports of hairpin Service endpoints');
     }
 
     const healthFailures = await healthChecks.reconcile(model.healthChecks);

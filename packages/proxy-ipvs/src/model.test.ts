@@ -284,6 +284,28 @@ describe('buildProxyModel', () => {
     expect(hairpin).toEqual(['tcp/10.96.0.1/80', 'tcp/10.96.0.2/80', 'tcp/203.0.113.2/80']);
   });
 
+  it('lists the local ready endpoints of hairpin Services (annotated, or all with hairpinMode) of a family they have a cluster IP of', () => {
+    const services = [
+      svc('hp', { clusterIPs: ['10.96.0.1'] }, { annotations: { 'kube-router.io/service.hairpin': '' } }),
+      svc('hp2', { clusterIP: '10.96.0.2' }, { annotations: { 'kube-router.io/service.hairpin': '' } }),
+      svc('plain', { clusterIP: '10.96.0.3' }),
+    ];
+    const slices = [
+      slice('hp', 'IPv4', [{ ip: '10.244.0.2' }, { ip: '10.244.1.2', node: 'n2' }, { ip: '10.244.0.9', ready: false }]),
+      slice('hp', 'IPv6', [{ ip: 'fd00:244::2' }]),
+      slice('hp2', 'IPv4', [{ ip: '10.244.0.2' }]),
+      slice('plain', 'IPv4', [{ ip: '10.244.0.3' }]),
+    ];
+    const annotated = model(services, slices);
+    // No IPv6 cluster IP on ns/hp: its IPv6 endpoint is not hairpinned (kube-router skips it too).
+    expect([...annotated.hairpinEndpoints]).toEqual([['10.244.0.2', ['ns/hp', 'ns/hp2']]]);
+    const everyService = buildProxyModel(
+      { services, slicesFor: (namespace, name) => slices.filter((s) => s.metadata?.labels?.['kubernetes.io/service-name'] === name), node, nodeName: NODE, localAddresses: [] },
+      { families: ['ipv4', 'ipv6'], nodePortBindOnAllIp: false, serviceProxyName: 'kube-router', hairpinMode: true },
+    );
+    expect(new Map(everyService.hairpinEndpoints)).toEqual(new Map([['10.244.0.2', ['ns/hp', 'ns/hp2']], ['10.244.0.3', ['ns/plain']]]));
+  });
+
   it('skips LoadBalancer IPs with kube-router.io/service.skiplbips and leaves a claimed address to its first Service', () => {
     const m = model(
       [

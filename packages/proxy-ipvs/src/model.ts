@@ -49,6 +49,11 @@ export interface ProxyModel {
   readonly nodeProblems: readonly string[];
   /** Services programmed (not skipped), for metrics and logs. */
   readonly services: number;
+  /**
+   * This node's ready endpoints of hairpin Services (`--hairpin-mode` or `kube-router.io/service.hairpin`), by
+   * address, with the Services (`namespace/name`) they serve: their pods' bridge ports need hairpin_mode.
+   */
+  readonly hairpinEndpoints: ReadonlyMap<string, readonly string[]>;
 }
 
 export interface ModelInputs {
@@ -101,6 +106,7 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
   const problems: ServiceProblem[] = [];
   const refused: ServiceProblem[] = [];
   const nodeProblems: string[] = [];
+  const hairpinEndpoints = new Map<string, string[]>();
   const refusal = options.validation && serviceAddressValidator(options.validation);
   const families = new Set(options.families);
   const nodeAddresses = nodePortAddresses(inputs, options, nodeProblems).filter((address) => families.has(address.family));
@@ -168,6 +174,15 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
         continue;
       }
       const endpoints = endpointsFor(slices, port);
+      if (hairpin) {
+        // As kube-router's syncHairpinIptablesRules: only local endpoints, only of a family the Service has a cluster IP of.
+        for (const endpoint of endpoints) {
+          if (!endpoint.local || !clusterIps.some((ip) => ip.family === endpoint.address.family)) continue;
+          const owners = hairpinEndpoints.get(endpoint.address.text) ?? [];
+          if (!owners.includes(owner)) owners.push(owner);
+          hairpinEndpoints.set(endpoint.address.text, owners);
+        }
+      }
       localEndpointsForHealth = Math.max(localEndpointsForHealth, endpoints.filter((endpoint) => endpoint.local).length);
       const add = (kind: VirtualServerKind, address: ParsedIp, servicePort: number, local: boolean) => {
         const { family, text } = address;
@@ -208,7 +223,7 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
       else problem('InvalidServicePort', `healthCheckNodePort ${healthCheckNodePort} is outside ${PORT_RANGE}; no health check server is started`);
     }
   }
-  return { virtualServers, vips, healthChecks, problems, refused, nodeProblems, services };
+  return { virtualServers, vips, healthChecks, problems, refused, nodeProblems, services, hairpinEndpoints };
 }
 
 /**

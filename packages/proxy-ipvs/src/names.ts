@@ -24,3 +24,6 @@ export const HEADLESS_LABEL = 'service.kubernetes.io/headless';
 export function familySetName(name: string, family: 'ipv4' | 'ipv6'): string {
   return family === 'ipv6' ? `inet6:${name}` : name;
 }
+
+/** The bridge kube-router's CNI configuration attaches pods to; their ports get hairpin_mode for hairpin Services. */
+export const POD_BRIDGE = 'kube-bridge';

@@ -31,12 +31,16 @@ export function createProxyIpvsPlugin(overrides: ProxyIpvsPluginOverrides = {}):
             'ipvsadm',
             'ipset',
             'ip',
+            // kube-bridge's learned ports, for hairpin (bridge-hairpin.ts).
+            'bridge',
             'sysctl',
             ...enabledFamilies(options).flatMap((family) => [
               iptablesBinary(family, options.iptablesBackend, 'save'),
               iptablesBinary(family, options.iptablesBackend, 'restore'),
             ]),
           ],
+    // Without IPVS in the kernel no Service is served; /proc/net/ip_vs is there once ip_vs is loaded (per netns).
+    kernelFeatures: () => (overrides.runner ? [] : [{ name: 'IPVS (ip_vs)', path: '/proc/net/ip_vs' }]),
     create(ctx, options) {
       const kube = ctx.services.get(KubeServices);
       return createProxyController(

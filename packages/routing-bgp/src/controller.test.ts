@@ -181,6 +181,23 @@ describe('the routing controller against a stand-in gobgpd', () => {
     expect(bgp.commands().filter((line) => line.includes('disable_ipv6'))).toEqual(['sysctl -q -w net.ipv6.conf.all.disable_ipv6=0']);
   });
 
+  it('without --enable-ipv6, a dual-stack node offers its peers IPv4 unicast only, as kube-router (IPv6 on: both)', async () => {
+    const dualStack = mesh.map((n, i) => ({ ...n, status: { addresses: [...n.status!.addresses!, { type: 'InternalIP', address: `fd00::${i + 1}` }] } }));
+    const familiesWith = async (enabledFamilies: { ipv4: boolean; ipv6: boolean }) => {
+      const bgp = harness({ nodes: dualStack, settings: { enabledFamilies, peerRouters: [{ address: '192.0.2.1', asn: 65_001 }] } });
+      expect(await bgp.sync()).toBeUndefined();
+      return Object.fromEntries([...bgp.gobgpd.peers].map(([address, peer]) => [address, [...peer.families].sort()]));
+    };
+    // Offered IPv6 unicast, an IPv4-only peer never sent its End-of-RIB, and with graceful restart gobgpd held back
+    // every route for the deferral time (kube-router's advertise-routes DaemonSets on a dual-stack lab node).
+    expect(await familiesWith({ ipv4: true, ipv6: false })).toEqual({ '10.0.0.2': ['AFI_IP'], '10.0.0.3': ['AFI_IP'], '192.0.2.1': ['AFI_IP'] });
+    expect(await familiesWith({ ipv4: true, ipv6: true })).toEqual({
+      '10.0.0.2': ['AFI_IP', 'AFI_IP6'],
+      '10.0.0.3': ['AFI_IP', 'AFI_IP6'],
+      '192.0.2.1': ['AFI_IP', 'AFI_IP6'],
+    });
+  });
+
   it('after an agent restart beside a running gobgpd, its mesh peers are internal in the very first policy', async () => {
     const gobgpd = new FakeGobgpd();
     await harness({ nodes: mesh, gobgpd }).sync();

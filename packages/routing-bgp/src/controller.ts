@@ -21,6 +21,7 @@ import {
   generatedRouterId,
   nodeAddresses,
   ownAsn,
+  enabledAddresses,
   missingFamilyProblem,
   onLinkPrefixContains,
   planInternalPeers,
@@ -633,6 +634,7 @@ export function createRoutingController(
           cluster.warn(me, 'InvalidNodeAddress', `cannot route pods: ${familyProblem}`);
           throw new Error(`node ${ctx.nodeName}: ${familyProblem}`);
         }
+        if (settings.enabledFamilies) addresses = enabledAddresses(addresses, settings.enabledFamilies);
         if (settings.enabledFamilies?.ipv6 && !ipv6SwitchedOn) {
           // kube-router turns IPv6 on for the node (net.ipv6.conf.all.disable_ipv6=0) when it is enabled, and only logs
           // a failure (a kernel booted with ipv6.disable=1 has no such switch): so here, once per process until it works.

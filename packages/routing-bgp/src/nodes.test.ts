@@ -9,6 +9,7 @@ import {
   NODE_ASN_ANNOTATION,
   ownAsn,
   clusterAsnProblem,
+  enabledAddresses,
   missingFamilyProblem,
 } from './nodes.js';
 import { nodePodCidrs, POD_CIDR_ANNOTATION, POD_CIDRS_ANNOTATION } from '@kube-router/kube';
@@ -104,6 +105,13 @@ describe('internal peer plan', () => {
     expect(ownAsn(annotated, false, 64512)).toBe(65001);
     expect(() => ownAsn(node('self', []), false, 64512)).toThrow('without --nodes-full-mesh, BGP starts only with the node\'s ASN in kube-router.io/node.asn');
     expect(() => ownAsn(node('self', [], { annotations: { [NODE_ASN_ANNOTATION]: ' 65001' } }), false, 64512)).toThrow(/not an ASN/);
+  });
+
+  it('enabledAddresses keeps the families the agent routes, and a primary address of one of them', () => {
+    const dual = { primary: 'fd00::1', byFamily: { ipv4: '10.0.0.1', ipv6: 'fd00::1' } };
+    expect(enabledAddresses(dual, { ipv4: true, ipv6: false })).toEqual({ primary: '10.0.0.1', byFamily: { ipv4: '10.0.0.1' } });
+    expect(enabledAddresses(dual, { ipv4: true, ipv6: true })).toEqual(dual);
+    expect(enabledAddresses(dual, { ipv4: false, ipv6: true })).toEqual({ primary: 'fd00::1', byFamily: { ipv6: 'fd00::1' } });
   });
 
   it('names each family enabled by flag that the node has no address of', () => {

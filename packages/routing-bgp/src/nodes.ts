@@ -28,6 +28,21 @@ export function missingFamilyProblem(addresses: NodeAddresses, enabled: Readonly
   return missing.map((family) => `${family === 'ipv4' ? 'IPv4' : 'IPv6'} was enabled (--enable-${family}), but no ${family === 'ipv4' ? 'IPv4' : 'IPv6'} address was found on the node`).join('; ');
 }
 
+/**
+ * The node's addresses of the families this agent routes (--enable-ipv4, --enable-ipv6), as kube-router's node view
+ * holds only those: a family switched off gets no peering family, no announcement and no next hop. Without it an
+ * IPv4-only agent on a dual-stack node offered IPv6 unicast to its peers, and with graceful restart gobgpd then held
+ * back every route until the deferral time for an IPv6 End-of-RIB that an IPv4-only peer never sends.
+ */
+export function enabledAddresses(addresses: NodeAddresses, enabled: Readonly<Record<Family, boolean>>): NodeAddresses {
+  const byFamily: Partial<Record<Family, string>> = {};
+  for (const family of ['ipv4', 'ipv6'] as const) {
+    if (enabled[family] && addresses.byFamily[family] !== undefined) byFamily[family] = addresses.byFamily[family];
+  }
+  const primary = enabled[familyOf(addresses.primary)] ? addresses.primary : (byFamily.ipv4 ?? byFamily.ipv6 ?? addresses.primary);
+  return { primary, byFamily };
+}
+
 export function familyOf(address: string): Family {
   const parsed = parseIp(address);
   if (parsed === undefined) throw new Error(`${JSON.stringify(address)} is not an IP address`);

@@ -189,7 +189,8 @@ describe.skipIf(skipReason)(`routing-bgp with real gobgpd in network namespaces$
   }, 90_000);
 
   it('dual-stack: IPv6 pod CIDRs are announced with IPv6 next hops over the IPv4 session and routed', async () => {
-    const { mesh } = await cluster(2, {}, true);
+    // IPv6 is routed only with --enable-ipv6, as in kube-router (its default is IPv4 alone).
+    const { mesh } = await cluster(2, { enableIpv6: true }, true);
     const [n1, n2] = mesh.nodes as [Mesh['nodes'][0], Mesh['nodes'][0]];
     await waitFor('IPv4 converged', () => converged(mesh.nodes));
     await waitFor('IPv6 routes', async () =>

@@ -144,7 +144,8 @@ describe.skipIf(skipReason)(`Service VIPs and BGP policies with a real external 
   }, 120_000);
 
   it('dual-stack: an IPv6 LoadBalancer address goes as a /128 with the node\'s IPv6 next hop, beside the IPv4 one', async () => {
-    const { node, router, server } = await setUp({ advertiseLoadBalancerIp: true }, {}, [], true);
+    // IPv6 is announced only with --enable-ipv6, as in kube-router.
+    const { node, router, server } = await setUp({ advertiseLoadBalancerIp: true, enableIpv6: true }, {}, [], true);
     server.create(
       service('dual', { type: 'LoadBalancer', ipFamilyPolicy: 'PreferDualStack', ipFamilies: ['IPv4', 'IPv6'], clusterIP: '10.96.0.90', clusterIPs: ['10.96.0.90', 'fd00:96::90'] }),
     );

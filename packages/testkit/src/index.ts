@@ -5,6 +5,8 @@ export { parseManifests, loadManifestFiles } from './apiserver/seed.js';
 export { parseLabelSelector, matchesLabelSelector } from './apiserver/selectors/label-selector.js';
 export { kubeconfigYaml, kubeconfigContext } from './apiserver/kubeconfig.js';
 export type { KubeconfigAccess } from './apiserver/kubeconfig.js';
+export { ADMIN_USER, serviceAccountUser, serviceAccountUsername } from './apiserver/authentication.js';
+export type { ApiToken, UserInfo } from './apiserver/authentication.js';
 export { freePort } from './ports.js';
 export { waitFor } from './wait.js';
 
@@ -29,3 +31,4 @@ export * from './lab/index.js';
 export { cniAdd, cniDel, DEFAULT_CNI_PATH } from './cni/cni-runner.js';
 export type { CniAddResult, CniInvocation } from './cni/cni-runner.js';
 export { KUBE_ROUTER_CNI_CONFLIST, KUBE_ROUTER_CNI_CONF_NAME } from './cni/kube-router-cni-conf.js';
+export { KUBE_ROUTER_CHANGE_ME_ARGS, KUBE_ROUTER_DAEMONSETS } from './kube-router-manifests/daemonsets.js';

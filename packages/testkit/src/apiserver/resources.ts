@@ -130,6 +130,8 @@ export const builtinResources: readonly ResourceType[] = [
     selectableFields: ['spec.clusterIP', 'spec.type'],
   }),
   coreEvents,
+  // The identities RBAC bindings name; the server keeps them as objects (it mints no tokens: see the `tokens` option).
+  defineResource({ kind: 'ServiceAccount', plural: 'serviceaccounts', namespaced: true, shortNames: ['sa'] }),
   defineResource({
     group: 'discovery.k8s.io',
     kind: 'EndpointSlice',
@@ -169,6 +171,11 @@ export const builtinResources: readonly ResourceType[] = [
     ],
     storage: { resource: coreEvents, toStorage: eventsV1ToCoreEvent, fromStorage: coreEventToEventsV1 },
   }),
+  // What the RBAC authorizer reads, when the server enforces it (the `rbac` option); stored like any other kind.
+  defineResource({ group: 'rbac.authorization.k8s.io', kind: 'ClusterRole', plural: 'clusterroles', namespaced: false }),
+  defineResource({ group: 'rbac.authorization.k8s.io', kind: 'ClusterRoleBinding', plural: 'clusterrolebindings', namespaced: false }),
+  defineResource({ group: 'rbac.authorization.k8s.io', kind: 'Role', plural: 'roles', namespaced: true }),
+  defineResource({ group: 'rbac.authorization.k8s.io', kind: 'RoleBinding', plural: 'rolebindings', namespaced: true }),
 ];
 
 /** Lookup of served resources by URL (group, version, plural) and by object (apiVersion, kind). */

@@ -3,6 +3,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { ApiToken } from './authentication.js';
+import { TokenAuthenticator } from './authentication.js';
 import { badRequest } from './errors.js';
 import type { ApiServerFaults } from './faults.js';
 import { FaultInjector } from './faults.js';
@@ -13,6 +15,9 @@ import { WatchStreams } from './http/watch.js';
 import type { KubeObject } from './kube-object.js';
 import { kubeconfigYaml, type KubeconfigAccess } from './kubeconfig.js';
 import type { PatchType } from './patch/apply-patch.js';
+import type { RbacObjects } from './rbac.js';
+import { authorize, bootstrapPolicy, RBAC_GROUP } from './rbac.js';
+import type { RequestAttributes } from './request-attributes.js';
 import type { ResourceType } from './resources.js';
 import { ResourceRegistry } from './resources.js';
 import { parseFieldSelector } from './selectors/field-selector.js';
@@ -58,9 +63,19 @@ export interface ApiServerOptions {
   /**
    * The bearer tokens the server accepts. Given, every API request without one of them is answered 401 Unauthorized,
    * as kube-apiserver answers it (the health endpoints stay open); `server.authentication.setTokens` changes them
-   * while it runs, as a rotated service account token does. Default: no authentication.
+   * while it runs, as a rotated service account token does. A plain string authenticates an administrator (in
+   * `system:masters`, never restricted); `{ token, user }` authenticates that user (see `serviceAccountUser`), whom
+   * `rbac` restricts. Default: no authentication (every request is `system:anonymous`).
    */
-  tokens?: readonly string[];
+  tokens?: readonly ApiToken[];
+  /**
+   * Authorize every API request as kube-apiserver's RBAC authorizer does, from the Roles, ClusterRoles, RoleBindings
+   * and ClusterRoleBindings stored in the server, and answer a denied one 403 Forbidden with kube-apiserver's Status.
+   * kube-apiserver's bootstrap cluster-admin, system:discovery and system:public-info-viewer roles and bindings are
+   * created at start, so every authenticated user reads discovery and OpenAPI. Default false: whoever authenticates
+   * may do anything.
+   */
+  rbac?: boolean;
 }
 
 /** Per-write options of the programmatic API. */
@@ -89,7 +104,9 @@ export interface ApiServer {
   /** The CA (PEM) that signed the serving certificate, with `tls`. */
   readonly ca: string | undefined;
   /** The bearer tokens accepted now; undefined when the server authenticates no one (anyone may call). */
-  readonly authentication: { readonly tokens: readonly string[] | undefined; setTokens(tokens: readonly string[] | undefined): void };
+  readonly authentication: { readonly tokens: readonly ApiToken[] | undefined; setTokens(tokens: readonly ApiToken[] | undefined): void };
+  /** Whether requests are authorized by RBAC (the `rbac` option). */
+  readonly rbac: boolean;
   readonly port: number;
   readonly registry: ResourceRegistry;
   readonly faults: ApiServerFaults;
@@ -162,7 +179,7 @@ async function temporaryKubeconfigDir(): Promise<string> {
 export async function startApiServer(options: ApiServerOptions = {}): Promise<ApiServer> {
   const host = options.host ?? '127.0.0.1';
   const certificate = options.tls ? await createServingCertificate([host]) : undefined;
-  let tokens = options.tokens === undefined ? undefined : new Set(options.tokens);
+  const authenticator = new TokenAuthenticator(options.tokens);
   const registry = new ResourceRegistry();
   const validationOption = options.validation ?? true;
   const validation = new SchemaValidation(
@@ -204,6 +221,7 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
   for (const name of initialNamespaces) {
     store.create(resourceOf('v1', 'Namespace'), { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
   }
+
   const seed = [...(options.seed ?? [])].sort((a, b) => Number(b.kind === 'Namespace') - Number(a.kind === 'Namespace'));
   for (const input of seed) {
     const obj = asObject(input);
@@ -214,6 +232,19 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
       store.create(resource, obj);
     }
   }
+  // After the seed, which may bring its own version of a bootstrap role: kube-apiserver keeps an existing one too.
+  for (const obj of options.rbac ? bootstrapPolicy() : []) {
+    const resource = resourceOf(obj.apiVersion, obj.kind);
+    if (!store.tryGet(resource, undefined, obj.metadata.name ?? '')) store.create(resource, obj);
+  }
+
+  const rbacResource = (kind: string) => resourceOf(`${RBAC_GROUP}/v1`, kind);
+  const rbacObjects: RbacObjects = {
+    clusterRoleBindings: () => store.list(rbacResource('ClusterRoleBinding'), undefined),
+    roleBindings: (namespace) => store.list(rbacResource('RoleBinding'), namespace),
+    clusterRole: (name) => store.tryGet(rbacResource('ClusterRole'), undefined, name),
+    role: (namespace, name) => store.tryGet(rbacResource('Role'), namespace, name),
+  };
 
   const app = buildApp({
     registry,
@@ -223,14 +254,16 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
     requests,
     serverAddress: () => address,
     ...(certificate && { https: { key: certificate.key, cert: certificate.cert } }),
-    authenticate: (authorization) => tokens === undefined || (authorization?.startsWith('Bearer ') === true && tokens.has(authorization.slice(7))),
+    // With neither tokens nor RBAC, nobody is asked who they are.
+    ...((authenticator.enabled || options.rbac) && { authenticate: (authorization: string | undefined) => authenticator.authenticate(authorization) }),
+    ...(options.rbac && { authorize: (attributes: RequestAttributes) => authorize(rbacObjects, attributes) }),
   });
   await app.listen({ host, port: options.port ?? 0 });
   const { port } = app.server.address() as AddressInfo;
   address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
   const url = `${certificate ? 'https' : 'http'}://${address}`;
   const access = (given: KubeconfigAccess = {}): KubeconfigAccess => {
-    const token = tokens === undefined ? undefined : [...tokens][0];
+    const token = authenticator.firstToken;
     const defaults = { ...(certificate && { ca: certificate.ca }), ...(token !== undefined && given.tokenFile === undefined && { token }) };
     return { ...defaults, ...given };
   };
@@ -241,12 +274,13 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
     ca: certificate?.ca,
     authentication: {
       get tokens() {
-        return tokens === undefined ? undefined : [...tokens];
+        return authenticator.tokens;
       },
       setTokens(next) {
-        tokens = next === undefined ? undefined : new Set(next);
+        authenticator.set(next);
       },
     },
+    rbac: options.rbac === true,
     registry,
     faults,
     requests,

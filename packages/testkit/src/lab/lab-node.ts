@@ -288,6 +288,11 @@ export class LabNode {
 
   private nodeSideCommands(hostInterface: string, ips: readonly string[]): string[] {
     const commands = [`link set ${hostInterface} up`];
+    // The pod's gateway on its own veth as well as on lo: with arp_ignore=1 (kube-router's service proxy sets it for
+    // IPVS) the node answers ARP only for addresses of the interface the request came in on.
+    if (ips.some((address) => ipFamily(address) === 4)) {
+      commands.push(`addr add ${POD_GATEWAY_V4}/32 dev ${hostInterface} scope link`);
+    }
     if (ips.some((address) => ipFamily(address) === 6)) {
       commands.push(`addr add ${POD_GATEWAY_V6}/64 dev ${hostInterface} nodad`);
     }

@@ -10,6 +10,10 @@ export interface RequestRecord {
   subresource?: string;
   namespace?: string;
   name?: string;
+  /** Who sent it, when the server authenticates (tokens) or authorizes (rbac). */
+  user?: string;
+  /** Refused 403 by RBAC: the record of a request that no handler served. */
+  forbidden?: boolean;
 }
 
 export type RequestFilter = Partial<Omit<RequestRecord, 'path' | 'method'>>;

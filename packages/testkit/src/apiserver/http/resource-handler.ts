@@ -4,6 +4,7 @@ import type { FaultInjector } from '../faults.js';
 import type { KubeObject } from '../kube-object.js';
 import { isPlainObject } from '../kube-object.js';
 import { patchTypeForContentType } from '../patch/apply-patch.js';
+import { queryFlag } from '../request-attributes.js';
 import type { KubeVerb, ResourceRegistry, ResourceType } from '../resources.js';
 import { parseFieldSelector } from '../selectors/field-selector.js';
 import { parseLabelSelector } from '../selectors/label-selector.js';
@@ -24,13 +25,14 @@ export interface ResourceHandlerContext {
   watches: WatchStreams;
   faults: FaultInjector;
   requests: RequestLog;
+  /** The authenticated user's name, when the server authenticates. */
+  userOf?(request: FastifyRequest): string | undefined;
 }
 
 type Query = URLSearchParams;
 
 function flag(query: Query, name: string): boolean {
-  const value = query.get(name);
-  return value === 'true' || value === '1';
+  return queryFlag(query.get(name));
 }
 
 function integer(query: Query, name: string): number | undefined {
@@ -130,6 +132,7 @@ export async function handleResourceRequest(
   const target = parseResourceTarget(context.registry, group, version, path);
   const { resource, namespace, name } = target;
   const verb = verbFor(request.method, target, query);
+  const user = context.userOf?.(request);
   requests.record({
     method: request.method,
     path: url.pathname,
@@ -139,6 +142,7 @@ export async function handleResourceRequest(
     ...(target.subresource ? { subresource: target.subresource } : {}),
     ...(namespace !== undefined ? { namespace } : {}),
     ...(name !== undefined ? { name } : {}),
+    ...(user !== undefined ? { user } : {}),
   });
   const injected = faults.take(verb, resource.plural);
   if (injected) throw injected;

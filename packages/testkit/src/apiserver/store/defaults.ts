@@ -3,6 +3,7 @@ import type { KubeObject } from '../kube-object.js';
 import { isPlainObject } from '../kube-object.js';
 import type { IpFamily } from './ip-address.js';
 import { ipFamilyOf } from './ip-address.js';
+import { defaultRbacSubjects } from './rbac-validation.js';
 import type { ServiceAddressAllocator } from './service-allocator.js';
 
 /** What defaulting needs from the store: the addresses and ports existing Services already hold. */
@@ -149,6 +150,10 @@ export function applyCreateDefaults(obj: KubeObject, context: DefaultingContext)
     case 'discovery.k8s.io/v1/EndpointSlice':
       defaultEndpointSlice(obj);
       return [];
+    case 'rbac.authorization.k8s.io/v1/ClusterRoleBinding':
+    case 'rbac.authorization.k8s.io/v1/RoleBinding':
+      defaultRbacSubjects(obj);
+      return [];
     default:
       return [];
   }
@@ -179,6 +184,10 @@ export function applyUpdateDefaults(obj: KubeObject, previous: KubeObject): void
       break;
     case 'discovery.k8s.io/v1/EndpointSlice':
       defaultEndpointSlice(obj);
+      break;
+    case 'rbac.authorization.k8s.io/v1/ClusterRoleBinding':
+    case 'rbac.authorization.k8s.io/v1/RoleBinding':
+      defaultRbacSubjects(obj);
       break;
   }
 }

@@ -21,9 +21,14 @@ const schemaModules: Record<string, () => Promise<{ validate: (data: unknown) =>
   'v1/Namespace': () => import('kubernetes-models/_schemas/IoK8sApiCoreV1Namespace'),
   'v1/Node': () => import('kubernetes-models/_schemas/IoK8sApiCoreV1Node'),
   'v1/Event': () => import('kubernetes-models/_schemas/IoK8sApiCoreV1Event'),
+  'v1/ServiceAccount': () => import('kubernetes-models/_schemas/IoK8sApiCoreV1ServiceAccount'),
   'discovery.k8s.io/v1/EndpointSlice': () => import('kubernetes-models/_schemas/IoK8sApiDiscoveryV1EndpointSlice'),
   'networking.k8s.io/v1/NetworkPolicy': () => import('kubernetes-models/_schemas/IoK8sApiNetworkingV1NetworkPolicy'),
   'coordination.k8s.io/v1/Lease': () => import('kubernetes-models/_schemas/IoK8sApiCoordinationV1Lease'),
+  'rbac.authorization.k8s.io/v1/ClusterRole': () => import('kubernetes-models/_schemas/IoK8sApiRbacV1ClusterRole'),
+  'rbac.authorization.k8s.io/v1/ClusterRoleBinding': () => import('kubernetes-models/_schemas/IoK8sApiRbacV1ClusterRoleBinding'),
+  'rbac.authorization.k8s.io/v1/Role': () => import('kubernetes-models/_schemas/IoK8sApiRbacV1Role'),
+  'rbac.authorization.k8s.io/v1/RoleBinding': () => import('kubernetes-models/_schemas/IoK8sApiRbacV1RoleBinding'),
 };
 
 let loading: Promise<Map<string, Validator>> | undefined;

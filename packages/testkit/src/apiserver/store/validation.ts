@@ -11,6 +11,12 @@ export function validateName(resource: ResourceType, name: string | undefined): 
   if (!name) {
     return [{ reason: 'FieldValueRequired', field: 'metadata.name', message: 'Required value: name or generateName is required' }];
   }
+  // RBAC objects are named as path segments (ValidateRBACName), so that system:discovery is a name.
+  if (resource.group === 'rbac.authorization.k8s.io') {
+    if (name !== '.' && name !== '..' && !/[/%]/.test(name)) return [];
+    const rule = name === '.' || name === '..' ? `may not be '${name}'` : `may not contain '${name.includes('/') ? '/' : '%'}'`;
+    return [{ reason: 'FieldValueInvalid', field: 'metadata.name', message: `Invalid value: "${name}": ${rule}` }];
+  }
   const asLabel = labelNamedKinds.has(resource.kind);
   const pattern = asLabel ? dns1123Label : dns1123Subdomain;
   const maxLength = asLabel ? 63 : 253;

@@ -3,6 +3,7 @@ import type { KubeObject } from '../kube-object.js';
 import { isPlainObject } from '../kube-object.js';
 import type { IpFamily } from './ip-address.js';
 import { ipFamilyOf } from './ip-address.js';
+import { rbacCausesByKind } from './rbac-validation.js';
 import { nodePortRange } from './service-allocator.js';
 
 /**
@@ -115,6 +116,7 @@ const causesByKind: Record<string, (obj: KubeObject) => StatusCause[]> = {
   'v1/Pod': podCauses,
   'discovery.k8s.io/v1/EndpointSlice': endpointSliceCauses,
   'v1/Node': nodeCauses,
+  ...rbacCausesByKind,
 };
 
 /** Port numbers and addresses of `obj` that kube-apiserver would refuse, as Status causes naming their fields. */
