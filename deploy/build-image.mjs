@@ -53,14 +53,23 @@ const AGENT_DIR = '/opt/kube-router';
 
 const log = (message) => process.stderr.write(`build-image: ${message}\n`);
 
+/** Every command has a deadline: a stalled mirror or registry fails the build instead of holding CI. */
+const COMMAND_TIMEOUT_MS = 15 * 60_000;
+
 function run(command, args, options = {}) {
-  const result = spawnSync(command, args, { stdio: ['ignore', options.capture ? 'pipe' : 2, 2], encoding: 'utf8', ...options });
-  if (result.error) throw new Error(`${command}: ${result.error.message}`);
+  const result = spawnSync(command, args, {
+    stdio: ['ignore', options.capture ? 'pipe' : 2, 2],
+    encoding: 'utf8',
+    timeout: COMMAND_TIMEOUT_MS,
+    killSignal: 'SIGKILL',
+    ...options,
+  });
+  if (result.error) throw new Error(`${command} ${args.join(' ')}: ${result.error.message}`);
   if (result.status !== 0) throw new Error(`${command} ${args.join(' ')} exited with ${result.status ?? result.signal}`);
   return result.stdout ?? '';
 }
 
-const succeeds = (command, args) => spawnSync(command, args, { stdio: 'ignore' }).status === 0;
+const succeeds = (command, args) => spawnSync(command, args, { stdio: 'ignore', timeout: 60_000 }).status === 0;
 const sha256 = (data) => createHash('sha256').update(data).digest('hex');
 
 function preconditions() {
@@ -229,7 +238,7 @@ function main() {
   const cache = process.env.KUBE_ROUTER_IMAGE_CACHE || '/var/cache/kube-router-ts/image';
   mkdirSync(cache, { recursive: true });
   const work = mkdtempSync(join(tmpdir(), 'kube-router-image-'));
-  // apt-get download writes there as its _apt user.
+  // Readable to apt's _apt user; apt-get download, run by root, falls back to writing as root (with a notice).
   chmodSync(work, 0o755);
   try {
     // Everything the base is made of: the constants it names and the code that makes it.

@@ -5,7 +5,7 @@
 // This kernel may have no IPVS (no /proc/net/ip_vs, no module to load): the proxy runs as the manifest says and its
 // readiness check must name the missing IPVS, every other check must be ok. The proxy itself is tested on a real IPVS
 // kernel in the QEMU guest tier (packages/proxy-ipvs); here the point is the image, and its ipvsadm is what answers.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -19,6 +19,8 @@ import {
   KUBE_ROUTER_CNI_CONF_NAME,
   KUBE_ROUTER_CNI_CONFLIST,
   labSkipReason,
+  loadManifestFiles,
+  serviceAccountUser,
   startApiServer,
   startLabCluster,
   type ApiServer,
@@ -101,11 +103,15 @@ function command(file: string, args: readonly string[], timeoutMs = 60_000): Pro
 
 const podman = (args: readonly string[], timeoutMs?: number) => command('podman', args, timeoutMs);
 
+/** The running build, ended with the test should the test end first. */
+let builder: ChildProcess | undefined;
+
 /** `npm run image`: builds what is not built yet, prints the image reference last. */
 function buildImage(): Promise<string> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const child = spawn('node', ['deploy/build-image.mjs'], { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['deploy/build-image.mjs'], { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
+    builder = child;
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -149,7 +155,9 @@ describe.skipIf(skip !== undefined)(`the agent image in lab nodes, as kubeadm-ku
     image = await buildImage();
     workdir = await mkdtemp(join(tmpdir(), 'tagd-image-'));
     underlay = await createLabUnderlay({ runId, cidrs: [`10.250.${subnet}.0/24`, `fd00:10:250:${subnet.toString(16)}::/64`] });
-    server = await startApiServer({ host: underlay.hostIps[0]!, tls: true, tokens: [randomBytes(24).toString('hex')] });
+    // RBAC on, seeded with deploy/rbac.yaml: the agents run as the DaemonSets' ServiceAccount under exactly that role.
+    const rbacSeed = await loadManifestFiles([join(repo, 'deploy/rbac.yaml')]);
+    server = await startApiServer({ host: underlay.hostIps[0]!, tls: true, tokens: [randomBytes(24).toString('hex')], rbac: true, seed: rbacSeed });
     for (const spec of specs) {
       const node: NodeFiles = {
         cniDir: join(workdir, spec.name, 'cni'),
@@ -160,7 +168,7 @@ describe.skipIf(skip !== undefined)(`the agent image in lab nodes, as kubeadm-ku
       const token = randomBytes(24).toString('hex');
       await writeFile(join(node.accountDir, 'token'), token, { mode: 0o600 });
       await writeFile(join(node.accountDir, 'ca.crt'), server.ca!);
-      server.authentication.setTokens([...(server.authentication.tokens ?? []), token]);
+      server.authentication.setTokens([...(server.authentication.tokens ?? []), { token, user: serviceAccountUser('kube-system', 'kube-router') }]);
       // As kubeadm writes kube-proxy's kubeconfig.conf: the paths are the container's.
       await server.writeKubeconfig(join(node.kubeconfigDir, 'kubeconfig'), {
         caFile: `${SERVICE_ACCOUNT_DIR}/ca.crt`,
@@ -216,6 +224,7 @@ describe.skipIf(skip !== undefined)(`the agent image in lab nodes, as kubeadm-ku
   }, 15 * 60_000);
 
   afterAll(async () => {
+    if (builder && builder.exitCode === null) builder.kill('SIGKILL');
     for (const name of containers) await podman(['rm', '--force', '--time=5', name]).catch(() => undefined);
     await cluster?.stop().catch((error: unknown) => console.error(error));
     await underlay?.remove().catch((error: unknown) => console.error(error));

@@ -9,9 +9,9 @@ import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { parseFlags } from '@kube-router/agent';
-import { hasTool, KUBE_ROUTER_DAEMONSETS, waitFor } from '@kube-router/testkit';
+import { cleanupStale, hasTool, KUBE_ROUTER_DAEMONSETS, waitFor } from '@kube-router/testkit';
 import { addressInSubnet, ROUTER_ADDRESS_OFFSET } from './external-router.js';
 import { canConnect, WEB_FROM_CLIENT_POLICY } from './testing/pod-traffic.js';
 
@@ -46,14 +46,27 @@ interface LabPod {
 }
 
 describe.skipIf(!isRoot || !hasTool('kubectl'))("kube-router's DaemonSets on the lab's kubeadm nodes (needs root and kubectl)", () => {
-  let child: ChildProcess | undefined;
-  afterAll(() => {
-    if (child && child.exitCode === null) child.kill('SIGKILL');
-  });
+  // Each case's lab: stopped as a person stops it (SIGINT, which removes everything it made), killed if it hangs,
+  // and whatever it left in its namespaces (its agents run in process groups of their own) removed after it.
+  let running: { lab: ChildProcess; runId: string } | undefined;
+  afterEach(async () => {
+    if (!running) return;
+    const { lab, runId } = running;
+    running = undefined;
+    if (lab.exitCode === null && lab.signalCode === null) {
+      const exited = new Promise((resolve) => lab.once('exit', resolve));
+      lab.kill('SIGINT');
+      const timer = setTimeout(() => lab.kill('SIGKILL'), 40_000);
+      await exited;
+      clearTimeout(timer);
+    }
+    await cleanupStale(`krt-${runId}-`);
+  }, 60_000);
 
   it.each(distinctArgs())('$name', async ({ sources, args }) => {
     const runId = `tds${randomInt(36 * 36).toString(36).padStart(2, '0')}`;
-    const subnet = randomInt(100, 250);
+    // Subnets of its own: `npm start` takes 10.250.0.0/24, the image test 20-99, the other lab tests 100-249.
+    const subnet = randomInt(1, 20);
     const underlay = `10.250.${subnet}.0/24`;
     // A peer router named in a manifest is an address of the manifest author's network: the lab's external router
     // stands in for it, with the manifest's --peer-router-asns (the agent would otherwise dial an address that is not
@@ -66,7 +79,7 @@ describe.skipIf(!isRoot || !hasTool('kubectl'))("kube-router's DaemonSets on the
 
     const stdout: string[] = [];
     const stderr: string[] = [];
-    child = spawn(process.execPath, ['--conditions=@kube-router/source', '--import', 'tsx', 'src/lab.ts', ...given], {
+    const lab = spawn(process.execPath, ['--conditions=@kube-router/source', '--import', 'tsx', 'src/lab.ts', ...given], {
       cwd: new URL('..', import.meta.url).pathname,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {
@@ -77,7 +90,7 @@ describe.skipIf(!isRoot || !hasTool('kubectl'))("kube-router's DaemonSets on the
         LAB_UNDERLAY_CIDRS: `${underlay},fd00:10:250:${subnet.toString(16)}::/64`,
       },
     });
-    const lab = child;
+    running = { lab, runId };
     createInterface({ input: lab.stdout! }).on('line', (line) => stdout.push(line));
     createInterface({ input: lab.stderr! }).on('line', (line) => stderr.push(line));
     const exited = new Promise<number | null>((resolve) => lab.once('exit', (code) => resolve(code)));
@@ -121,9 +134,12 @@ describe.skipIf(!isRoot || !hasTool('kubectl'))("kube-router's DaemonSets on the
 
       // Policy: enforced where the firewall runs, and only there.
       expect(await canConnect(netnsOf('intruder'), ipOf('web'), 80)).toBe(true);
-      const apply = execFile('kubectl', ['--kubeconfig', kubeconfig, 'apply', '-f', '-']);
-      apply.stdin!.end(WEB_FROM_CLIENT_POLICY);
-      await new Promise((resolve, reject) => apply.once('exit', (code) => (code === 0 ? resolve(code) : reject(new Error(`kubectl apply exited ${code}`)))));
+      await new Promise<void>((resolve, reject) => {
+        const apply = execFile('kubectl', ['--kubeconfig', kubeconfig, 'apply', '-f', '-'], { timeout: 30_000 }, (error, _out, err) =>
+          error ? reject(new Error(`kubectl apply: ${error.message} ${err}`)) : resolve(),
+        );
+        apply.stdin!.end(WEB_FROM_CLIENT_POLICY);
+      });
       if (features.firewall) {
         await waitFor('the intruder to be cut off', async () => !(await canConnect(netnsOf('intruder'), ipOf('web'), 80)), 30_000);
       } else {
@@ -154,5 +170,5 @@ describe.skipIf(!isRoot || !hasTool('kubectl'))("kube-router's DaemonSets on the
     }
     expect(await exited, stderr.slice(-20).join('\n')).toBe(0);
     expect((await run('ip', ['netns', 'list'])).stdout).not.toContain(`krt-${runId}-`);
-  }, 240_000);
+  }, 420_000);
 });

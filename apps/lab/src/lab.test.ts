@@ -163,7 +163,8 @@ describe.skipIf(!isRoot).each([
     expect(agent?.args).toContain('--kubeconfig=/var/lib/kube-router/kubeconfig');
     // Seen through the agent's own mount namespace: the node's files at the DaemonSet's paths, the host's untouched.
     expect(await readFile(`/proc/${agent!.pid}/root/var/lib/kube-router/kubeconfig`, 'utf8')).toBe(agentKubeconfig);
-    expect(await readFile(`/proc/${agent!.pid}/root/var/run/secrets/kubernetes.io/serviceaccount/namespace`, 'utf8')).toBe('kube-system');
+    // (/var/run is a symlink to /run, which /proc/<pid>/root would resolve against this process's root.)
+    expect(await readFile(`/proc/${agent!.pid}/root/run/secrets/kubernetes.io/serviceaccount/namespace`, 'utf8')).toBe('kube-system');
     expect(existsSync('/var/lib/kube-router/kubeconfig')).toBe(false);
   });
 

@@ -29,7 +29,7 @@ import {
   type LabCluster,
   type LabUnderlay,
 } from '@kube-router/testkit';
-import { hasTool, KUBE_ROUTER_CNI_CONF_NAME, KUBE_ROUTER_CNI_CONFLIST } from '@kube-router/testkit';
+import { hasTool, KUBE_ROUTER_CNI_CONF_NAME, KUBE_ROUTER_CNI_CONFLIST, serviceAccountUser } from '@kube-router/testkit';
 import { defaultCatalog, environmentFor, FLAGS, parseFlags, runCli } from '@kube-router/agent';
 import { startExternalRouter, type ExternalRouter } from './external-router.js';
 import { labCatalog } from './lab-catalog.js';
@@ -105,6 +105,8 @@ const interrupted = isRoot
   : undefined;
 const workdir = await mkdtemp(join(tmpdir(), 'kube-router-lab-'));
 const seed = await loadManifestFiles([join(here, '../lab/cluster.yaml')]);
+/** The DaemonSets' ServiceAccount and ClusterRole, as deploy/ ships them: the agents run under exactly this role. */
+const rbacSeed = await loadManifestFiles([join(here, '../../../deploy/rbac.yaml')]);
 const exitCode = interrupted ? await runCluster(interrupted) : await runWithoutDataplane();
 process.exit(exitCode);
 
@@ -184,7 +186,15 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
     // On the host's underlay address: where the nodes' agents reach it, and kubectl in this shell too. HTTPS with its
     // own CA and bearer tokens, as a kubeadm cluster's kube-apiserver: this shell's kubeconfig has an admin token.
     const adminToken = randomBytes(24).toString('hex');
-    server = await startApiServer({ host: underlay.hostIps[0]!, port: settings.apiPort, seed, tls: true, tokens: [adminToken] });
+    // RBAC on, as kube-apiserver: each agent's token is the kube-router ServiceAccount's, bound to deploy/'s role.
+    server = await startApiServer({
+      host: underlay.hostIps[0]!,
+      port: settings.apiPort,
+      seed: [...seed, ...rbacSeed],
+      tls: true,
+      tokens: [adminToken],
+      rbac: true,
+    });
     const kubeconfig = (userKubeconfig = await server.writeKubeconfig(join(workdir, 'kubeconfig')));
     // What each node has before its agent starts, as on a kubeadm node running kube-router's kubeadm DaemonSet: the
     // pod's service account token and ca.crt, kubeadm's kube-proxy kubeconfig naming both (client-go's tokenFile),
@@ -203,7 +213,7 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
       await writeFile(join(accountDir, 'token'), token, { mode: 0o600 });
       await writeFile(join(accountDir, 'ca.crt'), server.ca!);
       await writeFile(join(accountDir, 'namespace'), 'kube-system');
-      server.authentication.setTokens([...(server.authentication.tokens ?? []), token]);
+      server.authentication.setTokens([...(server.authentication.tokens ?? []), { token, user: serviceAccountUser('kube-system', 'kube-router') }]);
       // kubeadm's kube-proxy kubeconfig names the service account's files where the container sees them.
       await server.writeKubeconfig(join(kubeconfigDir, 'kubeconfig'), {
         caFile: `${SERVICE_ACCOUNT_DIR}/ca.crt`,
