@@ -394,7 +394,8 @@ function urlOf(address: string, port: number): string {
 /** Not root: one agent in this process, no namespaces, so no pods and no firewall; LoadBalancer allocation works. */
 async function runWithoutDataplane(): Promise<number> {
   log.warn('not root: running one agent without the network-namespace lab (no pods, no firewall, no routing)');
-  const server = await startApiServer({ port: settings.apiPort, seed });
+  // HTTPS with a token, as the root lab's: the kubeconfig carries the CA and the token.
+  const server = await startApiServer({ port: settings.apiPort, seed, tls: true, tokens: [randomBytes(24).toString('hex')] });
   const kubeconfig = await server.writeKubeconfig(join(workdir, 'kubeconfig'));
   process.env.POD_NAME ??= 'kube-router-lab';
   process.env.POD_NAMESPACE ??= 'kube-system';
