@@ -599,6 +599,8 @@ export function createRoutingController(
           },
         });
         await supervisor.start();
+        const running = supervisor;
+        ctx.health.addReadinessCheck(`${ROUTING_BGP_CONTROLLER}/gobgpd`, () => running.notRunningReason());
       }
     },
     async stop() {

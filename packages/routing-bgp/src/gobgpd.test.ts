@@ -44,25 +44,57 @@ describe('GobgpdSupervisor', () => {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it('restarts a gobgpd that keeps dying with a doubling delay and forwards its log lines at their level', async () => {
+  /** A supervisor of a stand-in gobgpd that exits at once with code 3, with these restart delays. */
+  async function crashLooping(initialRestartDelayMs: number, maxRestartDelayMs: number) {
     dir = await mkdtemp(join(tmpdir(), 'tbgp-sup-'));
     const { lines, logger } = capturedLogger();
     const spawns: number[] = [];
-    supervisor = new GobgpdSupervisor({
+    const started = new GobgpdSupervisor({
       binary: await fakeGobgpd(dir, 'exit 3'),
       apiHosts: [`unix://${dir}/api.sock`],
       logger,
-      initialRestartDelayMs: 50,
-      maxRestartDelayMs: 200,
+      initialRestartDelayMs,
+      maxRestartDelayMs,
       onSpawn: () => spawns.push(Date.now()),
     });
-    await supervisor.start();
+    supervisor = started;
+    await started.start();
+    return { supervisor: started, lines, spawns };
+  }
+
+  it('restarts a gobgpd that keeps dying with a doubling delay and forwards its log lines at their level', async () => {
+    const { supervisor, lines, spawns } = await crashLooping(50, 200);
     await until('five spawns', () => spawns.length >= 5);
     const delays = lines.filter((l) => l.msg === 'gobgpd exited; restarting').map((l) => l.restartInMs);
     expect(delays.slice(0, 4)).toEqual([50, 100, 200, 200]);
     expect(supervisor.restarts).toBeGreaterThanOrEqual(4);
     const forwarded = lines.find((l) => l.msg === 'fake gobgpd');
     expect(forwarded).toMatchObject({ level: 40, component: 'gobgpd', gobgpd: { Topic: 'test' } });
+  });
+
+  it('while gobgpd crash-loops: a readiness reason naming its exit, at most one error line per backoff step', async () => {
+    // What a gobgpd with a bad configuration or a missing library does.
+    const { supervisor, lines, spawns } = await crashLooping(100, 400);
+    await until('a first exit', () => /exited/.test(supervisor.notRunningReason() ?? ''));
+    expect(supervisor.notRunningReason()).toMatch(/^gobgpd exited with code 3; restarting in \d+ ms \(\d+ restarts so far\)$/);
+    await until('six spawns', () => spawns.length >= 6, 20_000);
+    // Bounded: the delay stops doubling at its maximum; quiet: one error line per crash, not per retry of anything.
+    const errors = lines.filter((l) => (l.level as number) >= 50);
+    expect(errors.every((l) => l.msg === 'gobgpd exited; restarting')).toBe(true);
+    expect(errors.length).toBeLessThanOrEqual(spawns.length);
+    expect(Math.max(...errors.map((l) => l.restartInMs as number))).toBe(400);
+    await supervisor.stop();
+    expect(supervisor.notRunningReason()).toBeUndefined();
+  });
+
+  it('reports nothing while gobgpd runs', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'tbgp-sup-'));
+    const { logger } = capturedLogger();
+    let spawned = false;
+    supervisor = new GobgpdSupervisor({ binary: await fakeGobgpd(dir, 'exec sleep 30'), apiHosts: [`unix://${dir}/api.sock`], logger, onSpawn: () => (spawned = true) });
+    await supervisor.start();
+    await until('the spawn', () => spawned);
+    expect(supervisor.notRunningReason()).toBeUndefined();
   });
 
   it('stop() ends gobgpd with its process group and does not restart it', async () => {

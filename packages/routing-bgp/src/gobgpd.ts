@@ -35,6 +35,8 @@ export class GobgpdSupervisor {
   #restartTimer: NodeJS.Timeout | undefined;
   #restartDelayMs: number;
   #restarts = 0;
+  /** How the last gobgpd ended, and when the next one starts: what readiness says while none runs. */
+  #lastExit: { code: number | null; signal: NodeJS.Signals | null; restartAt: number } | undefined;
   #exited: Promise<void> = Promise.resolve();
   readonly #killOnExit = () => this.#killGroup('SIGKILL');
 
@@ -46,6 +48,19 @@ export class GobgpdSupervisor {
 
   get pid(): number | undefined {
     return this.#child?.exitCode === null && this.#child.signalCode === null ? this.#child.pid : undefined;
+  }
+
+  /**
+   * Why gobgpd is not serving, for a readiness check: undefined while it runs (or once stopped on purpose), else its
+   * last exit and when the next start is due. A gobgpd that exits at once is not running nearly all the time, so the
+   * controller is not ready while it crash-loops; its syncs fail and count meanwhile.
+   */
+  notRunningReason(now: number = Date.now()): string | undefined {
+    if (this.#stopping || this.#child?.pid !== undefined) return undefined;
+    const exit = this.#lastExit;
+    if (exit === undefined) return 'gobgpd has not started';
+    const how = exit.signal ? `killed by ${exit.signal}` : `exited with code ${exit.code}`;
+    return `gobgpd ${how}; restarting in ${Math.max(0, exit.restartAt - now)} ms (${this.#restarts} restarts so far)`;
   }
 
   /** How many times gobgpd was restarted after it died. */
@@ -103,6 +118,7 @@ export class GobgpdSupervisor {
       }
       const delayMs = this.#restartDelayMs;
       this.#restartDelayMs = Math.min(delayMs * 2, this.#options.maxRestartDelayMs ?? 30_000);
+      this.#lastExit = { code, signal, restartAt: Date.now() + delayMs };
       this.#logger.error({ code, signal, restartInMs: delayMs }, 'gobgpd exited; restarting');
       this.#restartTimer = setTimeout(() => {
         this.#restarts += 1;

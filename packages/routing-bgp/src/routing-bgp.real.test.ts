@@ -1,4 +1,6 @@
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort, labSkipReason, startApiServer, type ApiServer, waitFor } from '@kube-router/testkit';
 import { GobgpClient } from './gobgp-api.js';
@@ -158,6 +160,22 @@ describe.skipIf(skipReason)(`routing-bgp with real gobgpd in network namespaces$
     console.log(`node-1's route to node-2 checked ${node1Checks} times during the restart, missing ${node1Missing} times`);
     expect(node1Missing).toBe(0);
   }, 90_000);
+
+  it('a gobgpd that exits at once: routing-bgp not ready naming it, its failed syncs counted, liveness kept', async () => {
+    // A stand-in for a gobgpd that cannot run (a bad build, a missing library): it exits with code 3 at once.
+    const dir = await mkdtemp(join(tmpdir(), 'tbgp-crash-'));
+    cleanups.push(() => void rm(dir, { recursive: true, force: true }));
+    const binary = join(dir, 'gobgpd');
+    await writeFile(binary, '#!/bin/sh\nexit 3\n', { mode: 0o755 });
+    const { agents } = await cluster(1, { gobgpdBinary: binary });
+    const agent = agents[0]!;
+    const failures = async () =>
+      (await agent.metrics.registry.getSingleMetric('kube_router_controller_sync_failures_total')!.get()).values.find((v) => v.labels.controller === 'routing-bgp')?.value ?? 0;
+    await waitFor('two failed syncs', async () => (await failures()) >= 2, 30_000);
+    const gobgpd = agent.health.readinessChecks().find((check) => check.name === 'routing-bgp/gobgpd');
+    expect(gobgpd).toMatchObject({ ok: false, reason: expect.stringMatching(/^gobgpd exited with code 3; restarting in \d+ ms/) });
+    expect(agent.health.livenessChecks().every((check) => check.ok)).toBe(true);
+  }, 60_000);
 
   it('a Node whose address does not parse leaves the existing peers and routes in place', async () => {
     const { mesh, server, agents } = await cluster(2);
