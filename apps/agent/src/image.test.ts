@@ -8,7 +8,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,11 +16,10 @@ import {
   createLabUnderlay,
   DEFAULT_CNI_PATH,
   defaultClusterNodes,
-  KUBE_ROUTER_CNI_CONF_NAME,
-  KUBE_ROUTER_CNI_CONFLIST,
   labSkipReason,
   loadManifestFiles,
-  serviceAccountUser,
+  writeKubeadmNodeFiles,
+  type KubeadmNodeFiles,
   startApiServer,
   startLabCluster,
   type ApiServer,
@@ -40,7 +39,6 @@ const MANIFEST_ARGS = [
   '--bgp-graceful-restart=true',
   '--kubeconfig=/var/lib/kube-router/kubeconfig',
 ];
-const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 const HEALTH_PORT = 20244;
 const hasIpvs = existsSync('/proc/net/ip_vs');
 // crun refuses a host whose cgroup v2 hierarchy is mounted beside v1 controllers ("hybrid"); runc runs there.
@@ -128,15 +126,6 @@ function buildImage(): Promise<string> {
   });
 }
 
-interface NodeFiles {
-  /** Mounted at /etc/cni/net.d: the install-cni init container's conflist, without ranges. */
-  cniDir: string;
-  /** Mounted at /var/lib/kube-router: kubeadm's kube-proxy ConfigMap, its kubeconfig.conf as `kubeconfig`. */
-  kubeconfigDir: string;
-  /** Mounted at SERVICE_ACCOUNT_DIR: the projected token and ca.crt. */
-  accountDir: string;
-}
-
 describe.skipIf(skip !== undefined)(`the agent image in lab nodes, as kubeadm-kuberouter-all-features runs it${skip ? ` (skipped: ${skip})` : ''}`, () => {
   const runId = `im${randomBytes(2).toString('hex')}`;
   // A subnet of its own: `npm start` is on 10.250.0.0/24, the testkit's cluster test on 100-249.
@@ -148,7 +137,7 @@ describe.skipIf(skip !== undefined)(`the agent image in lab nodes, as kubeadm-ku
   let server: ApiServer | undefined;
   let cluster: LabCluster | undefined;
   let pods: LabPod[] = [];
-  const files = new Map<string, NodeFiles>();
+  const files = new Map<string, KubeadmNodeFiles>();
   const specs = defaultClusterNodes(2);
 
   beforeAll(async () => {
@@ -158,34 +147,14 @@ describe.skipIf(skip !== undefined)(`the agent image in lab nodes, as kubeadm-ku
     // RBAC on, seeded with deploy/rbac.yaml: the agents run as the DaemonSets' ServiceAccount under exactly that role.
     const rbacSeed = await loadManifestFiles([join(repo, 'deploy/rbac.yaml')]);
     server = await startApiServer({ host: underlay.hostIps[0]!, tls: true, tokens: [randomBytes(24).toString('hex')], rbac: true, seed: rbacSeed });
-    for (const spec of specs) {
-      const node: NodeFiles = {
-        cniDir: join(workdir, spec.name, 'cni'),
-        kubeconfigDir: join(workdir, spec.name, 'kube-router'),
-        accountDir: join(workdir, spec.name, 'serviceaccount'),
-      };
-      for (const dir of Object.values(node)) await mkdir(dir, { recursive: true });
-      const token = randomBytes(24).toString('hex');
-      await writeFile(join(node.accountDir, 'token'), token, { mode: 0o600 });
-      await writeFile(join(node.accountDir, 'ca.crt'), server.ca!);
-      server.authentication.setTokens([...(server.authentication.tokens ?? []), { token, user: serviceAccountUser('kube-system', 'kube-router') }]);
-      // As kubeadm writes kube-proxy's kubeconfig.conf: the paths are the container's.
-      await server.writeKubeconfig(join(node.kubeconfigDir, 'kubeconfig'), {
-        caFile: `${SERVICE_ACCOUNT_DIR}/ca.crt`,
-        tokenFile: `${SERVICE_ACCOUNT_DIR}/token`,
-      });
-      // host-local keeps its leases per node (the kubelet's CNI plugins run on the host here, not in the node).
-      const [bridge, ...others] = KUBE_ROUTER_CNI_CONFLIST.plugins;
-      const conflist = { ...KUBE_ROUTER_CNI_CONFLIST, plugins: [{ ...bridge, ipam: { ...bridge.ipam, dataDir: join(workdir, spec.name, 'cni-leases') } }, ...others] };
-      await writeFile(join(node.cniDir, KUBE_ROUTER_CNI_CONF_NAME), JSON.stringify(conflist, null, 2));
-      files.set(spec.name, node);
-    }
+    // Each node's files as kubeadm and kube-router's install-cni leave them, the agent's token its ServiceAccount's.
+    for (const spec of specs) files.set(spec.name, await writeKubeadmNodeFiles(server, join(workdir, spec.name)));
     cluster = await startLabCluster({
       apiServer: server,
       underlay,
       runId,
       podTimeoutMs: 120_000,
-      nodes: specs.map((spec) => ({ ...spec, cniConfFile: join(files.get(spec.name)!.cniDir, KUBE_ROUTER_CNI_CONF_NAME) })),
+      nodes: specs.map((spec) => ({ ...spec, cniConfFile: files.get(spec.name)!.cniConfFile })),
     });
     // A pod per node, bound before the agents start: host-local has no ranges until the agent writes them.
     const podsRunning = Promise.all(cluster.nodes.map((node, index) => node.addPod({ name: `web-${index + 1}`, ports: [{ port: 8080 }] })));
@@ -196,7 +165,7 @@ describe.skipIf(skip !== undefined)(`the agent image in lab nodes, as kubeadm-ku
     // hostPath /run/xtables.lock, type FileOrCreate: shared with every iptables user on the host, as on a node.
     if (!existsSync('/run/xtables.lock')) writeFileSync('/run/xtables.lock', '');
     for (const node of cluster.nodes) {
-      const mounts = files.get(node.nodeName)!;
+      const nodeFiles = files.get(node.nodeName)!;
       const name = `${cluster.prefix}agent-${node.nodeName}`;
       containers.push(name);
       const started = await podman([
@@ -208,13 +177,11 @@ describe.skipIf(skip !== undefined)(`the agent image in lab nodes, as kubeadm-ku
         '--privileged',
         `--network=ns:/run/netns/${node.nodeNetns}`,
         `--volume=${modules}:/lib/modules:ro`,
-        `--volume=${mounts.cniDir}:/etc/cni/net.d`,
-        `--volume=${mounts.kubeconfigDir}:/var/lib/kube-router:ro`,
         '--volume=/run/xtables.lock:/run/xtables.lock',
-        `--volume=${mounts.accountDir}:${SERVICE_ACCOUNT_DIR}:ro`,
+        ...nodeFiles.mounts.map((mount) => `--volume=${mount.source}:${mount.target}${mount.readOnly ? ':ro' : ''}`),
         `--env=NODE_NAME=${node.nodeName}`,
         `--env=POD_NAME=kube-router-${node.nodeName}`,
-        `--env=KUBE_ROUTER_CNI_CONF_FILE=/etc/cni/net.d/${KUBE_ROUTER_CNI_CONF_NAME}`,
+        `--env=KUBE_ROUTER_CNI_CONF_FILE=${nodeFiles.containerCniConfFile}`,
         image,
         ...MANIFEST_ARGS,
       ]);
@@ -299,7 +266,7 @@ describe.skipIf(skip !== undefined)(`the agent image in lab nodes, as kubeadm-ku
 
   it('writes the node\'s pod CIDRs into the mounted CNI file; the kubelet attaches the pods with them; they reach each other', { timeout: 60_000 }, async () => {
     for (const [index, node] of cluster!.nodes.entries()) {
-      const conflist = JSON.parse(await readFile(join(files.get(node.nodeName)!.cniDir, KUBE_ROUTER_CNI_CONF_NAME), 'utf8')) as {
+      const conflist = JSON.parse(await readFile(files.get(node.nodeName)!.cniConfFile, 'utf8')) as {
         plugins: Array<{ ipam?: { ranges?: Array<Array<{ subnet: string }>> } }>;
       };
       const subnets = (conflist.plugins[0]?.ipam?.ranges ?? []).flat().map((range) => range.subnet);

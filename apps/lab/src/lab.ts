@@ -11,13 +11,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import pretty from 'pino-pretty';
-import { createKubeContext, loadKubeConfig, SERVICE_ACCOUNT_DIR } from '@kube-router/kube';
+import { createKubeContext, loadKubeConfig } from '@kube-router/kube';
 import { ExecRunner } from '@kube-router/netfilter';
 import {
   createLabUnderlay,
@@ -29,11 +29,11 @@ import {
   type LabCluster,
   type LabUnderlay,
 } from '@kube-router/testkit';
-import { hasTool, KUBE_ROUTER_CNI_CONF_NAME, KUBE_ROUTER_CNI_CONFLIST, serviceAccountUser } from '@kube-router/testkit';
+import { hasTool, KUBEADM_MOUNT_PATHS, writeKubeadmNodeFiles, type KubeadmNodeFiles } from '@kube-router/testkit';
 import { defaultCatalog, environmentFor, FLAGS, parseFlags, runCli } from '@kube-router/agent';
 import { startExternalRouter, type ExternalRouter } from './external-router.js';
 import { labCatalog } from './lab-catalog.js';
-import { killAndWait, NodeAgent, processesInNetns, type AgentMount } from './node-agent.js';
+import { killAndWait, NodeAgent, processesInNetns } from './node-agent.js';
 import { labSettings } from './settings.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -46,14 +46,6 @@ const log =
 const userFlags = process.argv.slice(2);
 /** How long a node may take to be ready before the lab says what it waits for. */
 const READINESS_NOTICE_MS = 10_000;
-
-/**
- * Where kube-router's kubeadm DaemonSets (kubeadm-kuberouter-all-features.yaml) mount what the node gives the
- * container: kubeadm's kube-proxy kubeconfig (the ConfigMap's kubeconfig.conf as `kubeconfig`), the CNI directory the
- * install-cni init container fills, and the pod's service account, which that kubeconfig names.
- */
-const KUBEADM_KUBECONFIG_DIR = '/var/lib/kube-router';
-const CNI_CONF_DIR = '/etc/cni/net.d';
 
 /**
  * The lab's defaults for every agent, then `extra`, then the user's flags, which win. With LAB_AGENT_DEFAULTS=false
@@ -196,45 +188,13 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
       rbac: true,
     });
     const kubeconfig = (userKubeconfig = await server.writeKubeconfig(join(workdir, 'kubeconfig')));
-    // What each node has before its agent starts, as on a kubeadm node running kube-router's kubeadm DaemonSet: the
-    // pod's service account token and ca.crt, kubeadm's kube-proxy kubeconfig naming both (client-go's tokenFile),
-    // each agent with a token of its own; and /etc/cni/net.d as the install-cni init container leaves it, the
-    // ConfigMap's conflist without ranges until the agent writes the node's pod CIDRs into it.
-    // Each node's files live in its directory and reach its agent at the DaemonSet's mount paths (see NodeAgent).
+    // What each node has before its agent starts, as on a kubeadm node running kube-router's kubeadm DaemonSet (a
+    // token of its own for each agent), in the node's directory; it reaches the agent at the DaemonSet's mount paths.
     const specs = defaultClusterNodes(settings.nodes);
-    const files = new Map<string, { mounts: AgentMount[]; cniConfFile: string }>();
-    for (const spec of specs) {
-      const nodeDir = join(workdir, spec.name);
-      const accountDir = join(nodeDir, 'serviceaccount');
-      const kubeconfigDir = join(nodeDir, 'kube-router');
-      const cniDir = join(nodeDir, 'cni-net.d');
-      for (const dir of [accountDir, kubeconfigDir, cniDir]) await mkdir(dir, { recursive: true });
-      const token = randomBytes(24).toString('hex');
-      await writeFile(join(accountDir, 'token'), token, { mode: 0o600 });
-      await writeFile(join(accountDir, 'ca.crt'), server.ca!);
-      await writeFile(join(accountDir, 'namespace'), 'kube-system');
-      server.authentication.setTokens([...(server.authentication.tokens ?? []), { token, user: serviceAccountUser('kube-system', 'kube-router') }]);
-      // kubeadm's kube-proxy kubeconfig names the service account's files where the container sees them.
-      await server.writeKubeconfig(join(kubeconfigDir, 'kubeconfig'), {
-        caFile: `${SERVICE_ACCOUNT_DIR}/ca.crt`,
-        tokenFile: `${SERVICE_ACCOUNT_DIR}/token`,
-      });
-      const cniConfFile = join(cniDir, KUBE_ROUTER_CNI_CONF_NAME);
-      // host-local's leases in the node's own directory, as /var/lib/cni is each node's own: not the host's.
-      const [bridge, ...others] = KUBE_ROUTER_CNI_CONFLIST.plugins;
-      const conflist = { ...KUBE_ROUTER_CNI_CONFLIST, plugins: [{ ...bridge, ipam: { ...bridge.ipam, dataDir: join(nodeDir, 'cni-leases') } }, ...others] };
-      await writeFile(cniConfFile, JSON.stringify(conflist, null, 2));
-      files.set(spec.name, {
-        cniConfFile,
-        mounts: [
-          { source: accountDir, target: SERVICE_ACCOUNT_DIR, readOnly: true },
-          { source: kubeconfigDir, target: KUBEADM_KUBECONFIG_DIR, readOnly: true },
-          { source: cniDir, target: CNI_CONF_DIR },
-        ],
-      });
-    }
+    const files = new Map<string, KubeadmNodeFiles>();
+    for (const spec of specs) files.set(spec.name, await writeKubeadmNodeFiles(server, join(workdir, spec.name)));
     // Mount points for the agents' own mount namespaces: empty directories where the host has none.
-    for (const target of [SERVICE_ACCOUNT_DIR, KUBEADM_KUBECONFIG_DIR, CNI_CONF_DIR]) await mkdir(target, { recursive: true });
+    for (const target of Object.values(KUBEADM_MOUNT_PATHS)) await mkdir(target, { recursive: true });
     // The kubelet attaches pods with the real CNI plugins from that file, once the router has written its ranges; a
     // build or a command line without the router (or with --enable-cni=false) keeps the lab's routed veths.
     const cni = checkedConfig.features.router && defaultCatalog.router !== undefined && checkedConfig.routing.enableCni;
@@ -253,20 +213,21 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
     const apiAddress = new URL(server.url);
     agentsStarted = Date.now();
     for (const node of cluster.nodes) {
+      const nodeFiles = files.get(node.nodeName)!;
       agents.push(
         new NodeAgent({
           nodeName: node.nodeName,
           netns: node.nodeNetns,
           ...(settings.agentCli !== undefined && { cli: settings.agentCli }),
-          mounts: files.get(node.nodeName)!.mounts,
+          mounts: nodeFiles.mounts,
           // What the DaemonSet's env and the kubelet give every container (the in-cluster API address).
           env: {
             NODE_NAME: node.nodeName,
-            KUBE_ROUTER_CNI_CONF_FILE: `${CNI_CONF_DIR}/${KUBE_ROUTER_CNI_CONF_NAME}`,
+            KUBE_ROUTER_CNI_CONF_FILE: nodeFiles.containerCniConfFile,
             KUBERNETES_SERVICE_HOST: apiAddress.hostname.replace(/^\[|\]$/g, ''),
             KUBERNETES_SERVICE_PORT: apiAddress.port,
           },
-          args: agentFlags([`--kubeconfig=${KUBEADM_KUBECONFIG_DIR}/kubeconfig`, ...routerFlags]),
+          args: agentFlags([`--kubeconfig=${nodeFiles.kubeconfig}`, ...routerFlags]),
           logger: log,
           onLine: (stream, line) =>
             settings.logFormat === 'json'

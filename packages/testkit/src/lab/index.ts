@@ -2,6 +2,7 @@ export { startLab, DEFAULT_LAB_NODE_NAME, DEFAULT_LAB_POD_CIDRS } from './lab.js
 export { startLabCluster, defaultClusterNodes } from './cluster.js';
 export { createLabUnderlay, DEFAULT_UNDERLAY_CIDRS } from './underlay.js';
 export { cleanupStale } from './cleanup-stale.js';
+export { KUBEADM_MOUNT_PATHS, writeKubeadmNodeFiles } from './kubeadm-node.js';
 export { unsupportedProtocolReason } from './protocols.js';
 export { NETNS_ANNOTATION, LAB_POD_IMAGE } from './pod-objects.js';
 export { NODE_UPLINK_INTERFACE, POD_GATEWAY_V4, POD_GATEWAY_V6, POD_INTERFACE } from './lab-node.js';
@@ -19,6 +20,7 @@ export type { ContainerPort as LabContainerPort, SkippedPort as LabSkippedPort }
 export type { ListenPort as LabListenPort } from './pod-agent.js';
 export type { IpFamily as LabIpFamily } from './ip-allocator.js';
 export type { StaleCleanupOptions, StaleCleanupReport } from './cleanup-stale.js';
+export type { KubeadmMount, KubeadmNodeFiles } from './kubeadm-node.js';
 export type {
   LabProtocol,
   PodRef,
