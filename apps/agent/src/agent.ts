@@ -91,7 +91,7 @@ export async function createAgent(input: CreateAgentInput): Promise<Agent> {
     try {
       controller = await plugin.create(ctx, options);
     } catch (error) {
-      throw new Error(`plugin ${plugin.name}@${plugin.version}: create failed: ${messageOf(error)}`, { cause: error });
+      throw new Error(`plugin ${plugin.name}: create failed: ${messageOf(error)}`, { cause: error });
     }
     const tools = plugin.tools?.(options) ?? [];
     if (tools.length > 0) health.addReadinessCheck(`${controller.name}/tools`, toolReadinessCheck(controller.name, tools, ctx.logger));

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { PLUGIN_CONTRACT_VERSION } from '@kube-router/controller';
 import { z } from 'zod';
 import { createAgent } from './agent.js';
 import { AssemblyError, orderAssembly, type PluginEntry } from './assembly.js';
@@ -94,7 +95,7 @@ describe('createAgent refuses a bad assembly with a clear message', () => {
 
   it('parses the options of every well-formed plugin next to a malformed one', async () => {
     const error = await assemblyError([
-      { plugin: { name: 'half', version: '1' } as never },
+      { plugin: { name: 'half', host: '*' } as never },
       entry('firewall', undefined, { syncPeriodMs: 'soon' }),
     ]);
     expect(error.problems).toHaveLength(3);
@@ -111,12 +112,22 @@ describe('createAgent refuses a bad assembly with a clear message', () => {
   it('refuses invalid names and objects that are no plugins', async () => {
     const error = await assemblyError([
       entry('Bad Name'),
-      { plugin: { name: 'half', version: '1' } as never },
+      { plugin: { name: 'half', host: '*' } as never },
     ]);
     expect(error.problems).toEqual([
       'plugin Bad Name has an invalid name "Bad Name" (lowercase letters, digits, \'.\', \'_\', \'-\')',
       'plugin half has no create function',
       'plugin half has no options schema with a parse method',
+    ]);
+  });
+
+  it('refuses a plugin whose host range excludes this agent\'s plugin contract, or that has none', async () => {
+    const future = { ...testPlugin({ name: 'future' }), host: '^99.0.0' };
+    const unnamed = { ...testPlugin({ name: 'unranged' }), host: 'soon' };
+    const error = await assemblyError([{ plugin: future as never }, { plugin: unnamed as never }, entry('netpol')]);
+    expect(error.problems).toEqual([
+      `plugin future needs the plugin contract ^99.0.0, and this agent has @kube-router/controller ${PLUGIN_CONTRACT_VERSION}`,
+      `plugin unranged has no valid host range "soon" (the @kube-router/controller versions it works with, such as ^${PLUGIN_CONTRACT_VERSION})`,
     ]);
   });
 
@@ -144,7 +155,7 @@ describe('createAgent refuses a bad assembly with a clear message', () => {
     await expect(
       createAgent({ plugins: [{ plugin: failing }], options: { nodeName: 'n' }, logger: memoryLogger().logger }),
     ).rejects.toThrow(
-      'plugin needs-kube@0.0.0-test: create failed: service kube.client is not provided: is the plugin that provides it in the assembly?',
+      'plugin needs-kube: create failed: service kube.client is not provided: is the plugin that provides it in the assembly?',
     );
   });
 });

@@ -1,4 +1,6 @@
+import { PLUGIN_CONTRACT_VERSION } from '@kube-router/controller';
 import type { ControllerPlugin } from '@kube-router/controller';
+import semver from 'semver';
 
 /** One plugin of an assembly and its raw options, parsed later by the plugin's own schema. */
 export interface PluginEntry {
@@ -86,6 +88,8 @@ function orderEntries(entries: readonly PluginEntry[]): { ordered: PluginEntry[]
     const hasCreate = typeof plugin.create === 'function';
     const hasSchema = typeof plugin.options?.parse === 'function';
     if (!hasCreate) problems.push(`${label} has no create function`);
+    const hostProblem = checkHost(plugin.host);
+    if (hostProblem) problems.push(`${label} ${hostProblem}`);
     if (!hasSchema) problems.push(`${label} has no options schema with a parse method`);
     if (named.has(plugin.name)) problems.push(`plugin ${plugin.name} is in the assembly twice`);
     else if (hasCreate && hasSchema) byName.set(plugin.name, entry);
@@ -126,6 +130,17 @@ function orderEntries(entries: readonly PluginEntry[]): { ordered: PluginEntry[]
   };
   for (const name of byName.keys()) visit(name, []);
   return { ordered, problems };
+}
+
+/** Why a plugin's `host` range refuses this agent's plugin contract, or undefined when it accepts it. */
+function checkHost(host: unknown): string | undefined {
+  if (typeof host !== 'string' || semver.validRange(host) === null) {
+    return `has no valid host range ${JSON.stringify(host)} (the @kube-router/controller versions it works with, such as ^${PLUGIN_CONTRACT_VERSION})`;
+  }
+  if (!semver.satisfies(PLUGIN_CONTRACT_VERSION, host, { includePrerelease: true })) {
+    return `needs the plugin contract ${host}, and this agent has @kube-router/controller ${PLUGIN_CONTRACT_VERSION}`;
+  }
+  return undefined;
 }
 
 export type ParsedOptions = { ok: true; options: unknown } | { ok: false; problems: string[] };

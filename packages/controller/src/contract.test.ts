@@ -7,7 +7,7 @@ import { definePlugin } from './controller.js';
 import { testContext } from './testing/context.js';
 
 const schemaPlugin = <O>(options: z.ZodType<O>) =>
-  definePlugin({ name: 'schema', version: '0.0.0', options, create: () => Promise.reject(new Error('not created')) });
+  definePlugin({ name: 'schema', host: '*', options, create: () => Promise.reject(new Error('not created')) });
 
 describe('acceptedUnknownOptionKeys', () => {
   it('is empty for a strict schema, whose refusal names the key', () => {
@@ -70,7 +70,7 @@ describe('ReleaseStack (what a contract setup defers)', () => {
 // The suite's own options check, run on a plugin with a strict schema (the other checks run in sync-controller.test.ts).
 const strictPlugin = definePlugin({
   name: 'strict',
-  version: '0.0.0',
+  host: '*',
   options: z.strictObject({ syncPeriodMs: z.number().int().positive().default(60_000) }),
   create: (ctx, options) => createSyncController(ctx, { name: 'strict', syncPeriodMs: options.syncPeriodMs, sync: async () => {} }),
 });

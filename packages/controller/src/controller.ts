@@ -5,6 +5,15 @@ import type { AgentMetrics } from '@kube-router/metrics';
 /** Why a sync runs: the initial one, the periodic one, a retry after a failure, or a request from an event. */
 export type SyncReason = 'initial' | 'periodic' | 'retry' | (string & {});
 
+/**
+ * Whether a sync of this reason is a full one, that reads the kernel back instead of trusting what the controller
+ * wrote last: the initial sync (nothing written yet), the periodic one (drift repair) and a retry (the failed sync
+ * may have left the kernel anywhere). A sync an event asked for trusts its own bookkeeping.
+ */
+export function isFullSync(reason: SyncReason): boolean {
+  return reason === 'initial' || reason === 'periodic' || reason === 'retry';
+}
+
 /** What the scheduler hands a controller when it starts. */
 export interface ControllerStartContext {
   /** Asks for a sync soon. Requests are coalesced: at most one is pending, whatever the number of events. */
@@ -72,7 +81,12 @@ export interface OptionsSchema<O> {
 export interface ControllerPlugin<O = unknown> {
   /** Unique name; also the controller name unless the plugin chooses another. */
   readonly name: string;
-  readonly version: string;
+  /**
+   * The versions of this contract (`@kube-router/controller`, PLUGIN_CONTRACT_VERSION) the plugin works with, as a
+   * semver range such as `^0.1.0`. The agent refuses an assembly whose contract is outside a plugin's range, naming
+   * both, instead of failing later on a missing field.
+   */
+  readonly host: string;
   /** Names of plugins that must be in the assembly and created before this one. */
   readonly requires?: readonly string[];
   readonly options: OptionsSchema<O>;

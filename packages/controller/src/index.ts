@@ -1,4 +1,5 @@
-export { defineServiceKey, definePlugin } from './controller.js';
+export { defineServiceKey, definePlugin, isFullSync } from './controller.js';
+export { PLUGIN_CONTRACT_VERSION } from './contract-version.js';
 export type {
   CleanupContext,
   Controller,

@@ -167,3 +167,48 @@ describe('createSyncController', () => {
     expect((await controller.runObservedSync('test')).ok).toBe(true);
   });
 });
+
+describe('createSyncController serialises syncs', () => {
+  it('runs one sync at a time, in the order asked, however many callers ask at once', async () => {
+    let running = 0;
+    let overlapped = false;
+    const order: string[] = [];
+    const controller = createSyncController(testContext(), {
+      name: 'serial',
+      syncPeriodMs: 60_000,
+      async sync({ reason }) {
+        running += 1;
+        if (running > 1) overlapped = true;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        order.push(reason);
+        running -= 1;
+      },
+    });
+    const outcomes = await Promise.all(['a', 'b', 'c', 'd'].map((reason) => controller.runObservedSync(reason)));
+    expect(outcomes.every((outcome) => outcome.ok)).toBe(true);
+    expect(overlapped).toBe(false);
+    expect(order).toEqual(['a', 'b', 'c', 'd']);
+  });
+
+  it('goes on with the next sync after one that failed', async () => {
+    const controller = createSyncController(testContext(), {
+      name: 'serial-failing',
+      syncPeriodMs: 60_000,
+      sync: ({ reason }) => (reason === 'bad' ? Promise.reject(new Error('rejected')) : Promise.resolve()),
+    });
+    const [bad, good] = await Promise.all([controller.runObservedSync('bad'), controller.runObservedSync('good')]);
+    expect(bad.ok).toBe(false);
+    expect(good.ok).toBe(true);
+  });
+
+  it('tells the sync whether it is a full one: initial, periodic and retry are; an event is not', async () => {
+    const seen: Record<string, boolean> = {};
+    const controller = createSyncController(testContext(), {
+      name: 'full-flag',
+      syncPeriodMs: 60_000,
+      sync: async ({ reason, full }) => void (seen[reason] = full),
+    });
+    for (const reason of ['initial', 'periodic', 'retry', 'pods changed']) await controller.runObservedSync(reason);
+    expect(seen).toEqual({ initial: true, periodic: true, retry: true, 'pods changed': false });
+  });
+});

@@ -1,10 +1,13 @@
 import type { ProgressBeat, SyncOutcome } from '@kube-router/healthcheck';
+import { isFullSync } from './controller.js';
 import type { Controller, ControllerStartContext, PluginContext, SyncReason } from './controller.js';
 import { setLongTimeout, type LongTimer } from './long-timer.js';
 
 /** What a plugin's plain sync receives. */
 export interface SyncContext {
   reason: SyncReason;
+  /** A full sync (isFullSync): read the kernel back and repair drift instead of trusting the last write. */
+  full: boolean;
   /** Beats: call it while a long sync makes progress. */
   progress: ProgressBeat;
   /** Aborted when the sync times out or the agent stops; pass it to long operations. */
@@ -38,7 +41,9 @@ export class SyncTimeoutError extends Error {
 
 /**
  * Builds a Controller from a plain `sync()`: the returned runObservedSync registers the health component, beats at
- * both ends of every sync, records the outcome, bounds the sync by a timeout and never throws.
+ * both ends of every sync, records the outcome, bounds the sync by a timeout and never throws. Syncs of one controller
+ * never overlap, whoever asks (the scheduler, a test, a start-up path): a call made while one runs waits for it, so a
+ * plugin needs no lock of its own around its state.
  *
  * A sync that ignores its abort signal and keeps running after its timeout still holds the loop: the next sync waits
  * for it without beating, so a truly wedged controller goes stale and /healthz reports it.
@@ -51,6 +56,8 @@ export function createSyncController(ctx: PluginContext, spec: SyncControllerSpe
   const timeoutMs = spec.syncTimeoutMs ?? spec.syncPeriodMs;
   const stopping = new AbortController();
   let unfinished: Promise<unknown> | undefined;
+  // The tail of the calls to runObservedSync: each waits for the one before it.
+  let previous: Promise<unknown> = Promise.resolve();
 
   const boundedSync = async (reason: SyncReason, progress: ProgressBeat): Promise<void> => {
     // One controller per sync, linked to `stopping` by hand: AbortSignal.any keeps every combined signal alive for
@@ -67,7 +74,7 @@ export function createSyncController(ctx: PluginContext, spec: SyncControllerSpe
   };
 
   const syncWithin = async (reason: SyncReason, progress: ProgressBeat, aborter: AbortController): Promise<void> => {
-    const running = spec.sync({ reason, progress, signal: aborter.signal });
+    const running = spec.sync({ reason, full: isFullSync(reason), progress, signal: aborter.signal });
     if (timeoutMs <= 0) return running;
     let timer: LongTimer | undefined;
     let timedOut: SyncTimeoutError | undefined;
@@ -99,6 +106,14 @@ export function createSyncController(ctx: PluginContext, spec: SyncControllerSpe
     }
   };
 
+  const observedSync = async (reason: SyncReason): Promise<SyncOutcome> => {
+    if (unfinished) await unfinished;
+    const outcome = await ctx.metrics.runObservedSync(component, (progress) => boundedSync(reason, progress));
+    if (!outcome.ok) ctx.logger.warn({ err: outcome.error, reason, durationMs: outcome.durationMs }, 'sync failed');
+    else ctx.logger.debug({ reason, durationMs: outcome.durationMs }, 'sync ended');
+    return outcome;
+  };
+
   return {
     name: spec.name,
     syncPeriodMs: spec.syncPeriodMs,
@@ -108,12 +123,10 @@ export function createSyncController(ctx: PluginContext, spec: SyncControllerSpe
       startCtx.signal.addEventListener('abort', () => stopping.abort(startCtx.signal.reason), { once: true });
       await spec.start?.(startCtx);
     },
-    async runObservedSync(reason): Promise<SyncOutcome> {
-      if (unfinished) await unfinished;
-      const outcome = await ctx.metrics.runObservedSync(component, (progress) => boundedSync(reason, progress));
-      if (!outcome.ok) ctx.logger.warn({ err: outcome.error, reason, durationMs: outcome.durationMs }, 'sync failed');
-      else ctx.logger.debug({ reason, durationMs: outcome.durationMs }, 'sync ended');
-      return outcome;
+    runObservedSync(reason): Promise<SyncOutcome> {
+      const turn = previous.then(() => observedSync(reason));
+      previous = turn;
+      return turn;
     },
     async stop() {
       stopping.abort(new Error('agent stopping'));

@@ -20,7 +20,7 @@ export function createNetpolIptablesPlugin(
 ): ControllerPlugin<ResolvedNetpolIptablesOptions> {
   return definePlugin({
     name: NETPOL_CONTROLLER,
-    version: '0.1.0',
+    host: '^0.1.0',
     options: netpolIptablesOptions,
     // A test's runner stands in for the tools.
     tools: (options) =>

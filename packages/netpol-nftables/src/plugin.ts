@@ -19,7 +19,7 @@ export function createNetpolNftablesPlugin(
 ): ControllerPlugin<ResolvedNetpolNftablesOptions> {
   return definePlugin({
     name: NETPOL_CONTROLLER,
-    version: '0.1.0',
+    host: '^0.1.0',
     options: netpolNftablesOptions,
     // A test's runner stands in for the tool.
     tools: () => (overrides.runner ? [] : ['nft']),

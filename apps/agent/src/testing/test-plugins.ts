@@ -31,7 +31,7 @@ export const testPluginOptions = z.object({
 export function testPlugin(spec: TestPluginSpec): ControllerPlugin<z.infer<typeof testPluginOptions>> {
   return definePlugin({
     name: spec.name,
-    version: '0.0.0-test',
+    host: '*',
     ...(spec.requires && { requires: spec.requires }),
     options: testPluginOptions,
     create(ctx, options) {
