@@ -1,9 +1,9 @@
 import type { CoreV1Api, V1Service } from '@kubernetes/client-node';
 import { createSyncController, SyncFailures, type Controller, type PluginContext } from '@kube-router/controller';
-import { callApi } from '@kube-router/kube';
+import { callApi, statusCodeOf } from '@kube-router/kube';
 import { isOurs, planAllocations, type PlanOptions } from './plan.js';
 import { AddressPool } from './pool.js';
-import { writeIngress } from './status-writer.js';
+import { fenceService, writeIngress } from './status-writer.js';
 
 /** The controller's name: its health check and the `controller` label of its sync metrics. */
 export const LBALLOC_CONTROLLER = 'lballoc';
@@ -18,6 +18,10 @@ export interface LballocCluster {
   listServices?(timeoutMs: number, signal: AbortSignal): Promise<unknown[]>;
   /** Whether this replica holds the allocator's Lease right now. */
   isLeader(): boolean;
+  /** Counts this replica's terms as leader: it changes each time the replica starts leading. */
+  leadershipTerm(): number;
+  /** This replica's identity in the Lease, recorded on the Services it fences. */
+  identity: string;
   /** Records a Warning event on a Service. Never throws. */
   warn(service: V1Service, reason: string, message: string): void;
   /** Registers for Service changes; returns the unsubscribe function. */
@@ -38,6 +42,15 @@ export interface LballocSettings extends PlanOptions {
   writeTimeoutMs?: number;
 }
 
+/** Fence writes in flight at once when a new leader takes over. */
+const FENCE_CONCURRENCY = 8;
+
+/** A write the API server refused for the object's own sake (4xx), or one the client could not even encode. */
+function unwritable(error: unknown): boolean {
+  const code = statusCodeOf(error);
+  return (code !== undefined && code >= 400 && code < 500) || error instanceof TypeError;
+}
+
 /**
  * LoadBalancer IP allocation. Every replica runs the loop and beats; only the Lease holder writes. Each leader sync
  * lists Services from the API server rather than a cache, so that a new leader sees every address its predecessor
@@ -54,6 +67,50 @@ export function createLballocController(ctx: PluginContext, cluster: LballocClus
     poolError = error instanceof Error ? error : new Error(String(error));
   }
   let unsubscribe: (() => void) | undefined;
+  /** The leadership term whose Services have been fenced; a sync as leader in another term fences first. */
+  let fencedTerm: number | undefined;
+
+  const listServices = async (signal: AbortSignal): Promise<V1Service[]> => {
+    const listTimeoutMs = settings.listTimeoutMs ?? 30_000;
+    // Planning reads every field defensively, so raw JSON items are as good as V1Service objects to it.
+    if (cluster.listServices) return (await cluster.listServices(listTimeoutMs, signal)) as V1Service[];
+    const list = await callApi('list services', listTimeoutMs, (options) => cluster.api.listServiceForAllNamespaces({}, options), signal);
+    return list.items;
+  };
+
+  /**
+   * A new leader's first step: every Service it serves gets a status write (fenceService) before it plans, so that
+   * no write its predecessor planned can land afterwards. A Service the API server refuses (4xx) or that cannot even
+   * be encoded cannot take the predecessor's write either: its failure joins the sync's and the walk goes on. Any
+   * other failure (5xx, timeout, no connection) ends the sync before any allocation, and the next sync fences again.
+   */
+  const fence = async (services: V1Service[], failures: SyncFailures, signal: AbortSignal): Promise<void> => {
+    const served = services.filter((service) => safelyOurs(service));
+    let unfenced: unknown;
+    for (let index = 0; index < served.length; index += FENCE_CONCURRENCY) {
+      if (!cluster.isLeader()) throw new Error('lost the Lease while fencing');
+      await Promise.all(
+        served.slice(index, index + FENCE_CONCURRENCY).map(async (service) => {
+          const object = `fence/${service.metadata?.namespace}/${service.metadata?.name}`;
+          try {
+            await fenceService(cluster.api, service, cluster.identity, { timeoutMs: settings.writeTimeoutMs ?? 4_000, signal });
+          } catch (error) {
+            failures.add(object, error);
+            if (!unwritable(error)) unfenced ??= error;
+          }
+        }),
+      );
+    }
+    if (served.length > 0) ctx.logger.info({ services: served.length, failed: failures.size }, 'fenced the Services of the previous leader');
+    if (unfenced !== undefined) failures.throwIfAny(LBALLOC_CONTROLLER);
+  };
+  const safelyOurs = (service: V1Service): boolean => {
+    try {
+      return isOurs(service, settings);
+    } catch {
+      return false;
+    }
+  };
 
   return createSyncController(ctx, {
     name: LBALLOC_CONTROLLER,
@@ -70,19 +127,13 @@ export function createLballocController(ctx: PluginContext, cluster: LballocClus
     },
     async sync({ progress, signal }) {
       if (!cluster.isLeader()) return;
-      const listTimeoutMs = settings.listTimeoutMs ?? 30_000;
-      // Planning reads every field defensively, so raw JSON items are as good as V1Service objects to it.
-      const services = cluster.listServices
-        ? ((await cluster.listServices(listTimeoutMs, signal)) as V1Service[])
-        : (
-            await callApi(
-              'list services',
-              listTimeoutMs,
-              (options) => cluster.api.listServiceForAllNamespaces({}, options),
-              signal,
-            )
-          ).items;
       const failures = new SyncFailures();
+      const term = cluster.leadershipTerm();
+      if (fencedTerm !== term) {
+        await fence(await listServices(signal), failures, signal);
+        fencedTerm = term;
+      }
+      const services = await listServices(signal);
       if (!pool) {
         for (const svc of services) {
           if (!isOurs(svc, settings)) continue;
@@ -121,6 +172,7 @@ export function createLballocController(ctx: PluginContext, cluster: LballocClus
               releasing: decision.action === 'release',
               timeoutMs: settings.writeTimeoutMs ?? 4_000,
               signal,
+              stillLeading: () => cluster.isLeader(),
             });
           } catch (error) {
             cluster.warn(service, 'LoadBalancerStatusUpdateFailed', `could not write ${decision.ingress.join(', ')}: ${String(error)}`);

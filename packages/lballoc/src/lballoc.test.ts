@@ -1,7 +1,8 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { sample } from '@kube-router/controller/contract';
 import type { ApiServer } from '@kube-router/testkit';
 import { REQUESTED_IPS_ANNOTATION } from './plan.js';
+import { FENCE_CONDITION } from './status-writer.js';
 import {
   createTestAgent,
   ingressOf,
@@ -55,6 +56,8 @@ describe('lballoc against the embedded API server', () => {
       await waitFor('5 services served', () => allIngress(s).length === 5);
 
       const [leader, follower] = a!.isLeader() ? [a!, b!] : [b!, a!];
+      const before = [0, 1, 2, 3, 4].map((i) => `before-${i}`);
+      const servedBefore = before.map((name) => ingressOf(s, name));
       const stoppedAt = Date.now();
       await leader.stop();
       agents = agents.filter((x) => x !== leader);
@@ -69,11 +72,73 @@ describe('lballoc against the embedded API server', () => {
       expect(new Set(ips).size).toBe(10);
       for (const ip of ips) expect(ip).toMatch(/^10\.10\.0\.\d+$/);
       for (const agent of [a!, b!]) expect(agent.writes.filter((w) => !w.leading)).toEqual([]);
-      expect(follower.writes.map((w) => w.service).sort()).toEqual([0, 1, 2, 3, 4].map((i) => `default/after-${i}`));
+      // The follower fenced the Services it took over (a status write each) but moved none of their addresses.
+      expect(before.map((name) => ingressOf(s, name))).toEqual(servedBefore);
       expect(bothLed).toBe(0);
     } finally {
       clearInterval(sampler);
     }
+  });
+
+  it('fences a deposed leader: its write that arrives after the takeover is refused, and no address is ever held twice', async () => {
+    // One free address, so the deposed leader's late write and the new leader's plan contest it.
+    const range = '10.20.0.1-10.20.0.1';
+    const { server: s, agents: [a, b] } = await cluster({ identity: 'agent-a', ranges: [range] }, { identity: 'agent-b', ranges: [range] });
+    await waitFor('a leader', () => a!.isLeader() || b!.isLeader());
+    const [old, next] = a!.isLeader() ? [a!, b!] : [b!, a!];
+    // Older than `pending`, and not ours yet: the old leader plans without it.
+    s.create(loadBalancer('elder', { type: 'ClusterIP' }));
+    await new Promise((r) => setTimeout(r, 20));
+
+    // The old leader plans pending -> 10.20.0.1 and sends the write, which the network holds.
+    let releaseLateWrite!: () => void;
+    const lateWriteHeld = new Promise<void>((resolve) => (releaseLateWrite = resolve));
+    let lateWriteSent!: () => void;
+    const sent = new Promise<void>((resolve) => (lateWriteSent = resolve));
+    old.beforeWrite = async (service) => {
+      if (service !== 'default/pending') return;
+      lateWriteSent();
+      await lateWriteHeld;
+    };
+    s.create(loadBalancer('pending'));
+    await sent;
+
+    // Never two holders of the address, sampled from before the takeover to the end.
+    let doubleSeen = false;
+    const sampler = setInterval(() => {
+      if (ingressOf(s, 'pending').length > 0 && ingressOf(s, 'elder').length > 0) doubleSeen = true;
+    }, 2);
+    onTestFinished(() => clearInterval(sampler));
+    // The old leader dies with its write in flight; the elder now asks for the contested address.
+    const crashedAt = Date.now();
+    await old.crash();
+    s.patch('v1', 'Service', 'default', 'elder', {
+      spec: { type: 'LoadBalancer' },
+      metadata: { annotations: { [REQUESTED_IPS_ANNOTATION]: '10.20.0.1' } },
+    });
+
+    // The worst moment for the late write: the new leader has fenced, listed and planned, and its allocation write is
+    // going out.
+    let lateWriteLanded = false;
+    next.beforeWrite = async (service, ingress) => {
+      if (service !== 'default/elder' || ingress.length === 0 || lateWriteLanded) return;
+      releaseLateWrite();
+      await new Promise((r) => setTimeout(r, 200));
+      lateWriteLanded = true;
+    };
+    await waitFor('the new leader to lead', () => next.isLeader(), LEASE_DURATION_MS + 2_000);
+    // Within the lease duration plus one retry period with its jitter (and a loaded machine's slack).
+    expect(Date.now() - crashedAt).toBeLessThan(LEASE_DURATION_MS + 200 * 2.2 + 1_500);
+
+    await waitFor('the elder served', () => ingressOf(s, 'elder').join() === '10.20.0.1');
+    await waitFor('the late write to be answered', () => lateWriteLanded && old.writes.some((w) => w.service === 'default/pending' && w.answer !== undefined));
+    // The API server refused it (409: the fence moved the Service on), and the deposed leader did not try again.
+    expect(old.writes.filter((w) => w.service === 'default/pending').map((w) => w.answer)).toEqual([409]);
+    expect(doubleSeen).toBe(false);
+    clearInterval(sampler);
+    const fence = (s.get('v1', 'Service', 'default', 'pending') as { status?: { conditions?: { type: string; message?: string }[] } })
+      .status?.conditions?.find((c) => c.type === FENCE_CONDITION);
+    expect(fence?.message).toBe(`addresses allocated by ${next.identity}`);
   });
 
   it('keeps every replica beating and syncing while it is not the leader', async () => {

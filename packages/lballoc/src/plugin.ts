@@ -31,10 +31,14 @@ export const lballocPlugin = definePlugin({
   create(ctx, options) {
     const kube = ctx.services.get(KubeServices);
     let onLeadershipChange: () => void = () => undefined;
+    let term = 0;
     const elector = kube.leaderElector({
       name: LBALLOC_LEASE,
       logger: ctx.logger,
-      onStartedLeading: () => onLeadershipChange(),
+      onStartedLeading: () => {
+        term += 1;
+        onLeadershipChange();
+      },
       onStoppedLeading: () => onLeadershipChange(),
     });
     return createLballocController(
@@ -65,6 +69,8 @@ export const lballocPlugin = definePlugin({
           return items;
         },
         isLeader: () => elector.isLeader(),
+        leadershipTerm: () => term,
+        identity: elector.identity,
         // List items come without kind and apiVersion, as from a real API server; the event needs both.
         warn: (service, reason, message) =>
           void kube.events.warning({ ...service, apiVersion: 'v1', kind: 'Service' }, reason, message),

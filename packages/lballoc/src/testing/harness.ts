@@ -1,7 +1,7 @@
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { ServiceRegistry, SyncScheduler, type Controller, type PluginContext } from '@kube-router/controller';
 import { HealthRegistry } from '@kube-router/healthcheck';
-import { createKubeContext, KubeServices, loadKubeConfig, type KubeContext } from '@kube-router/kube';
+import { createKubeContext, KubeServices, loadKubeConfig, statusCodeOf, type KubeContext, type LeaderElector } from '@kube-router/kube';
 import { AgentMetrics } from '@kube-router/metrics';
 import { startApiServer, type ApiServer } from '@kube-router/testkit';
 import pino from 'pino';
@@ -16,12 +16,25 @@ export interface TestAgent {
   health: HealthRegistry;
   metrics: AgentMetrics;
   scheduler: SyncScheduler;
-  /** Each status write this agent sent, with whether it held the Lease when it sent it. */
-  writes: { service: string; leading: boolean }[];
+  /**
+   * Each status write this agent sent, with whether it held the Lease when it sent it and, once answered, how the
+   * API server answered (`written`, or the HTTP status of its refusal).
+   */
+  writes: { service: string; leading: boolean; answer?: 'written' | number }[];
+  /**
+   * Runs before each status write goes out (after it was recorded): a test delays a write here as a slow network
+   * would, so that it reaches the API server late.
+   */
+  beforeWrite: ((service: string, ingress: readonly string[]) => Promise<void>) | undefined;
   isLeader(): boolean;
   /** Starts informers, election and (unless told not to) the scheduler's loop. */
   start(options?: { scheduler?: boolean }): Promise<void>;
   stop(): Promise<void>;
+  /**
+   * Ends the replica as SIGKILL would: no further sync, no renewal and no release of the Lease. Writes already on
+   * their way (held by beforeWrite) still arrive.
+   */
+  crash(): Promise<void>;
 }
 
 export async function startCluster(): Promise<{ server: ApiServer; kubeconfig: string }> {
@@ -38,15 +51,29 @@ export function createTestAgent(kubeconfig: string, identity: string, options: L
   const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }).child({ controller: 'lballoc', identity });
   const kubeConfig: KubeConfig = loadKubeConfig({ kubeconfig, env: {} });
   const writes: TestAgent['writes'] = [];
-  let elector: { isLeader(): boolean } | undefined;
+  let elector: LeaderElector | undefined;
+  let beforeWrite: TestAgent['beforeWrite'];
   const makeApiClient = kubeConfig.makeApiClient.bind(kubeConfig);
   kubeConfig.makeApiClient = ((apiClass: typeof CoreV1Api) => {
     const api = makeApiClient(apiClass);
     if (api instanceof CoreV1Api) {
       const replace = api.replaceNamespacedServiceStatus.bind(api);
-      api.replaceNamespacedServiceStatus = (request) => {
-        writes.push({ service: `${request.namespace}/${request.name}`, leading: elector?.isLeader() ?? false });
-        return replace(request);
+      api.replaceNamespacedServiceStatus = async (request, options) => {
+        const service = `${request.namespace}/${request.name}`;
+        const write: TestAgent['writes'][number] = { service, leading: elector?.isLeader() ?? false };
+        writes.push(write);
+        const held = beforeWrite?.(service, (request.body.status?.loadBalancer?.ingress ?? []).flatMap((entry) => entry.ip ?? []));
+        if (held) await held;
+        try {
+          // A write the hook held was already on the wire: it arrives whatever the client decided meanwhile (its sync
+          // timed out, its process died), so it goes out without the client's abort signal.
+          const written = await (held ? replace(request) : replace(request, options));
+          write.answer = 'written';
+          return written;
+        } catch (error) {
+          write.answer = statusCodeOf(error) ?? -1;
+          throw error;
+        }
       };
     }
     return api;
@@ -83,7 +110,7 @@ export function createTestAgent(kubeconfig: string, identity: string, options: L
   const controller = lballocPlugin.create(ctx, parsed) as Controller;
   const scheduler = new SyncScheduler(controller, { initialBackoffMs: 100 });
   let started = false;
-  return {
+  const agent: TestAgent = {
     identity,
     controller,
     kube,
@@ -91,6 +118,12 @@ export function createTestAgent(kubeconfig: string, identity: string, options: L
     metrics,
     scheduler,
     writes,
+    get beforeWrite() {
+      return beforeWrite;
+    },
+    set beforeWrite(hook) {
+      beforeWrite = hook;
+    },
     isLeader: () => elector?.isLeader() ?? false,
     async start(options: { scheduler?: boolean } = {}) {
       await controller.start({ requestSync: (r) => scheduler.requestSync(r), signal: new AbortController().signal });
@@ -102,7 +135,13 @@ export function createTestAgent(kubeconfig: string, identity: string, options: L
       await (started ? scheduler.stop() : controller.stop());
       await kube.informers.stop();
     },
+    async crash() {
+      scheduler.halt();
+      await elector?.stop({ release: false });
+      await kube.informers.stop();
+    },
   };
+  return agent;
 }
 
 export function loadBalancer(name: string, spec: Record<string, unknown> = {}, metadata: Record<string, unknown> = {}) {
