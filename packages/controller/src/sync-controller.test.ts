@@ -212,3 +212,22 @@ describe('createSyncController serialises syncs', () => {
     expect(seen).toEqual({ initial: true, periodic: true, retry: true, 'pods changed': false });
   });
 });
+
+describe('drift reports', () => {
+  it('count repaired objects by kind on the agent\'s registry and log one line per kind', async () => {
+    const ctx = testContext();
+    const controller = createSyncController(ctx, {
+      name: 'drifting',
+      syncPeriodMs: 60_000,
+      sync: async ({ driftRepaired }) => {
+        driftRepaired('route', ['10.244.1.0/24 via 10.250.0.12', '10.244.2.0/24 via 10.250.0.13']);
+        driftRepaired('ipset', []);
+      },
+    });
+    await controller.runObservedSync('periodic');
+    await controller.runObservedSync('periodic');
+    const text = await ctx.metrics.registry.metrics();
+    expect(text).toContain('kube_router_controller_drift_repaired_total{controller="drifting",object="route"} 4');
+    expect(text).not.toContain('object="ipset"');
+  });
+});

@@ -12,7 +12,16 @@ export interface SyncContext {
   progress: ProgressBeat;
   /** Aborted when the sync times out or the agent stops; pass it to long operations. */
   signal: AbortSignal;
+  /**
+   * Reports kernel objects of one kind (`route`, `ipvs_service`, `chain`, `ipset`, ...) that this sync found changed
+   * or removed by someone else and put back: one warning line per kind and sync naming a few of them, and
+   * kube_router_controller_drift_repaired_total{controller,object}. Nothing is reported for an empty list.
+   */
+  driftRepaired(object: string, names: readonly string[]): void;
 }
+
+/** How many repaired objects a drift line names; the count covers them all. */
+const DRIFT_NAMES_LOGGED = 10;
 
 export interface SyncControllerSpec {
   name: string;
@@ -59,6 +68,15 @@ export function createSyncController(ctx: PluginContext, spec: SyncControllerSpe
   // The tail of the calls to runObservedSync: each waits for the one before it.
   let previous: Promise<unknown> = Promise.resolve();
 
+  const driftRepaired = (object: string, names: readonly string[]): void => {
+    if (names.length === 0) return;
+    ctx.metrics.recordDriftRepaired(spec.name, object, names.length);
+    ctx.logger.warn(
+      { object, count: names.length, names: names.slice(0, DRIFT_NAMES_LOGGED) },
+      'repaired kernel state changed behind the controller',
+    );
+  };
+
   const boundedSync = async (reason: SyncReason, progress: ProgressBeat): Promise<void> => {
     // One controller per sync, linked to `stopping` by hand: AbortSignal.any keeps every combined signal alive for
     // as long as the long-lived one, which over months of syncs is a leak.
@@ -74,7 +92,7 @@ export function createSyncController(ctx: PluginContext, spec: SyncControllerSpe
   };
 
   const syncWithin = async (reason: SyncReason, progress: ProgressBeat, aborter: AbortController): Promise<void> => {
-    const running = spec.sync({ reason, full: isFullSync(reason), progress, signal: aborter.signal });
+    const running = spec.sync({ reason, full: isFullSync(reason), progress, signal: aborter.signal, driftRepaired });
     if (timeoutMs <= 0) return running;
     let timer: LongTimer | undefined;
     let timedOut: SyncTimeoutError | undefined;

@@ -18,6 +18,7 @@ export class AgentMetrics {
   readonly #lastSuccess: Gauge<'controller'>;
   readonly #failures: Counter<'controller'>;
   readonly #duration: Histogram<'controller' | 'result'>;
+  readonly #driftRepaired: Counter<'controller' | 'object'>;
   readonly #now: () => number;
 
   constructor(options: AgentMetricsOptions = {}) {
@@ -42,6 +43,21 @@ export class AgentMetrics {
       buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
       registers: [this.registry],
     });
+    this.#driftRepaired = new Counter({
+      name: 'kube_router_controller_drift_repaired_total',
+      help: 'Kernel objects a full sync found changed or removed behind the controller and put back, by kind',
+      labelNames: ['controller', 'object'],
+      registers: [this.registry],
+    });
+  }
+
+  /**
+   * Counts kernel objects (`object` names their kind: ipvs_service, route, chain, ipset, ...) that a controller's
+   * full sync found changed or gone, not by its own hand, and restored. A steady rise means something else on the
+   * node fights the agent.
+   */
+  recordDriftRepaired(controller: string, object: string, count: number): void {
+    if (count > 0) this.#driftRepaired.inc({ controller, object }, count);
   }
 
   /**
