@@ -1,9 +1,9 @@
 import { createSyncController, setLongTimeout, SyncFailures, type Controller, type PluginContext } from '@kube-router/controller';
 import type { IpFamily, IpRoute2 } from '@kube-router/netfilter';
-import { routeKey, routeObject, type InstalledRoute } from './kernel-route.js';
+import { routeKey, routeObject, type InstalledRoute, type KernelRoute } from './kernel-route.js';
 import { applyRouteChanges, listOwnRoutes } from './kernel.js';
 import { RouteSyncMetrics } from './metrics.js';
-import { planRouteChanges } from './plan.js';
+import { planRouteChanges, renderRouteChange, type RouteChange } from './plan.js';
 import type { WantedRoutes } from './wanted-routes.js';
 
 /** The controller's name: its health check and the `controller` label of its sync metrics. */
@@ -42,6 +42,11 @@ export function createRouteSyncController(
   /** Whether the first listing is still to come and the grace not over: only then is `adopted` taken. */
   let adopting = settings.adoptionGraceMs > 0;
   let graceTimer: { clear(): void } | undefined;
+  /**
+   * Each route this controller last saw installed as wanted (key to its `ip` words): one the next listing finds gone
+   * or changed, while still wanted the same, was removed or replaced behind the agent's back, which is drift.
+   */
+  let inPlace = new Map<string, string>();
 
   return createSyncController(ctx, {
     name: ROUTE_SYNC_CONTROLLER,
@@ -64,7 +69,7 @@ export function createRouteSyncController(
       unsubscribe?.();
       graceTimer?.clear();
     },
-    async sync({ progress }) {
+    async sync({ progress, driftRepaired }) {
       const endTimer = metrics.syncTime.startTimer();
       try {
         const failures = new SyncFailures();
@@ -95,7 +100,9 @@ export function createRouteSyncController(
         const kept = adopted;
         // An adopted route nobody wants yet stays in the kernel (and out of the plan) until the grace is over.
         const changes = planRouteChanges(programmable, kept ? installed.filter((route) => !kept.has(routeKey(route))) : installed);
+        driftRepaired('route', drifted(changes, inPlace, settings.protocol));
         const applied = await applyRouteChanges(ip, changes, settings.protocol, failures);
+        inPlace = routesInPlace(programmable, applied.failed, settings.protocol);
         metrics.added.inc(applied.added);
         metrics.removed.inc(applied.removed);
         const notInstalled = [...applied.failed].filter((change) => change.kind !== 'remove').length;
@@ -111,3 +118,18 @@ export function createRouteSyncController(
     },
   });
 }
+
+/** The changes that put back a route last seen in place and still wanted the same: removed or replaced by hand. */
+function drifted(changes: readonly RouteChange[], inPlace: ReadonlyMap<string, string>, protocol: number): string[] {
+  return changes
+    .filter((change) => change.kind !== 'remove' && inPlace.get(routeKey(change.route)) === routeWords(change.route, protocol))
+    .map((change) => routeWords(change.route, protocol));
+}
+
+/** The wanted routes that are in the kernel after a sync: all but those whose change failed. */
+function routesInPlace(programmable: readonly KernelRoute[], failed: ReadonlySet<RouteChange>, protocol: number): Map<string, string> {
+  const failedKeys = new Set([...failed].filter((change) => change.kind !== 'remove').map((change) => routeKey(change.route)));
+  return new Map(programmable.filter((route) => !failedKeys.has(routeKey(route))).map((route) => [routeKey(route), routeWords(route, protocol)]));
+}
+
+const routeWords = (route: KernelRoute, protocol: number): string => renderRouteChange({ kind: 'add', route }, protocol).slice('route add '.length);

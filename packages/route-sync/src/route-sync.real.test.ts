@@ -71,6 +71,24 @@ describe.skipIf(missing !== undefined)(`route-sync in a network namespace ${miss
     // Back by the periodic sync (nothing asked for one), within its period plus the time of one sync.
     expect(performance.now() - deletedAt).toBeLessThan(1_500);
     expect(await metricValue(rs.metrics, 'kube_router_host_routes_added')).toBe(4);
+    // Reported as drift: counted by kind, not mistaken for a change an owner asked for.
+    await waitFor('the drift count', async () => (await rs.metrics.registry.metrics()).includes(
+      'kube_router_controller_drift_repaired_total{controller="route-sync",object="route"} 2',
+    ));
+  });
+
+  it('reports a route replaced by hand as drift and puts ours back; a change an owner asked for is no drift', async () => {
+    const rs = await createRouteSync(node, { syncPeriodMs: 1_000 });
+    rs.service.setRoutes('bgp', [{ destination: '10.244.1.0/24', gateway: '192.0.2.2' }]);
+    const running = await runScheduled(rs.controller);
+    stops.push(running.stop);
+    await waitFor('the route', async () => (await node.routesOf(OURS)).get('10.244.1.0/24') === '192.0.2.2');
+    rs.service.setRoutes('bgp', [{ destination: '10.244.1.0/24', gateway: '192.0.2.3' }]);
+    await waitFor('the owner\'s change', async () => (await node.routesOf(OURS)).get('10.244.1.0/24') === '192.0.2.3');
+    await node.ip.batch([`route replace 10.244.1.0/24 via 192.0.2.2 proto ${OURS}`]);
+    await waitFor('ours back', async () => (await node.routesOf(OURS)).get('10.244.1.0/24') === '192.0.2.3', 3_000);
+    const drift = (await rs.metrics.registry.metrics()).split('\n').filter((line) => line.startsWith('kube_router_controller_drift_repaired_total{'));
+    expect(drift).toEqual(['kube_router_controller_drift_repaired_total{controller="route-sync",object="route"} 1']);
   });
 
   it('removes a withdrawn route and keeps it gone through later syncs (kube-router #1738)', async () => {
