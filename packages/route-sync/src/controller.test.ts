@@ -24,7 +24,7 @@ async function start(runner: RecordingRunner) {
   const plugin = createRouteSyncPlugin({ runner });
   // No adoption grace: these cases read the kernel's leftovers as an earlier run's routes to remove at once (the grace
   // itself is tested for real in route-sync.real.test.ts).
-  const controller = await plugin.create(ctx, plugin.options.parse({ netns: 'trs-node', adoptionGraceMs: 0 }));
+  const controller = await plugin.create(ctx, plugin.options.parse({ netns: 'trs-node', adoptionGraceMs: 0, enableIpv6: true }));
   await controller.start({ requestSync: () => undefined, signal: new AbortController().signal });
   return { controller, ctx, service: ctx.services.get(routeSyncServiceKey) };
 }

@@ -13,9 +13,9 @@ export const routeSyncOptions = z.strictObject({
    * number. 0-4 are the kernel's own (unspec, redirect, kernel, boot, static) and are refused.
    */
   protocol: z.number().int().min(5).max(255).default(ROUTE_PROTOCOL),
-  /** --enable-ipv4 / --enable-ipv6: which families' routes are listed and programmed. */
+  /** --enable-ipv4 / --enable-ipv6: which families' routes are listed and programmed; defaults as kube-router's flags. */
   enableIpv4: z.boolean().default(true),
-  enableIpv6: z.boolean().default(true),
+  enableIpv6: z.boolean().default(false),
   /**
    * How long the routes of ours that an earlier run left in the kernel are kept while no owner wants them (90 s, the
    * agent passes --bgp-graceful-restart-time). An agent restart must not cut pods off while routing-bgp relearns its

@@ -1,6 +1,6 @@
 import { definePlugin, JoinedSyncError, routeSyncServiceKey, SyncFailures } from '@kube-router/controller';
 import type { ControllerPlugin, RouteSyncService } from '@kube-router/controller';
-import { ExecRunner, IpRoute2 } from '@kube-router/netfilter';
+import { ExecRunner, IpRoute2, kernelHasFamily } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
 import { createRouteSyncController, ROUTE_SYNC_CONTROLLER } from './controller.js';
 import { applyRouteChanges, listOwnRoutes } from './kernel.js';
@@ -43,7 +43,9 @@ export function createRouteSyncPlugin(overrides: RouteSyncPluginOverrides = {}):
       const failures = new SyncFailures();
       let removed = 0;
       for (const family of ['ipv4', 'ipv6'] as const) {
-        if (!(family === 'ipv4' ? options.enableIpv4 : options.enableIpv6)) continue;
+        // A family disabled now may have been enabled in an earlier run: its routes go too, where the kernel has it.
+        const enabled = family === 'ipv4' ? options.enableIpv4 : options.enableIpv6;
+        if (!enabled && !kernelHasFamily(family)) continue;
         await failures.attempt(`routes/${family}`, async () => {
           const ours = await listOwnRoutes(ip, family, options.protocol);
           const applied = await applyRouteChanges(ip, ours.map((route) => ({ kind: 'remove', route })), options.protocol, failures);

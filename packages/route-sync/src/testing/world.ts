@@ -88,7 +88,7 @@ export async function createRouteSync(
     services: new ServiceRegistry(),
   };
   const plugin = createRouteSyncPlugin({ runner });
-  const controller = await plugin.create(ctx, plugin.options.parse({ netns: node.netns, ...options }));
+  const controller = await plugin.create(ctx, plugin.options.parse({ netns: node.netns, enableIpv6: true, ...options }));
   return { controller, service: ctx.services.get(routeSyncServiceKey), ctx, health, metrics };
 }
 
