@@ -252,6 +252,24 @@ describe('/readyz', () => {
 });
 
 describe('assembly', () => {
+  it('stops each controller once its dependents have stopped, concurrently: a slow one does not eat the others\' budget', async () => {
+    let leaderStoppedAfterMs: number | undefined;
+    let stopAsked = 0;
+    const agent = await startAgent({
+      plugins: [
+        // Listed first, so the old reverse-order stop reached the leader last, with the budget gone.
+        { plugin: testPlugin({ name: 'leader', onStop: () => void (leaderStoppedAfterMs = performance.now() - stopAsked) }) },
+        { plugin: testPlugin({ name: 'slow', onStop: () => new Promise((resolve) => setTimeout(resolve, 5_000)) }) },
+      ],
+      options: { nodeName: 'node-a', stopTimeoutMs: 1_000 },
+    });
+    stopAsked = performance.now();
+    const report = await agent.stop();
+    expect(report.notStopped).toEqual(['slow']);
+    expect(leaderStoppedAfterMs).toBeDefined();
+    expect(leaderStoppedAfterMs!).toBeLessThan(500);
+  });
+
   it('creates plugins in dependency order, hands services along and stops in reverse order', async () => {
     const routes = defineServiceKey<{ add(route: string): void }>('test.routes');
     const clusterName = defineServiceKey<string>('test.cluster-name');

@@ -111,7 +111,14 @@ export async function createAgent(input: CreateAgentInput): Promise<Agent> {
     );
   }
 
-  return new AssembledAgent(resolved, logger, health, metrics, services, controllers, input.beforeFirstSync);
+  // For each controller, the controllers whose plugins require its plugin: they stop before it does.
+  const indexOfPlugin = new Map(planned.map(({ entry }, index) => [entry.plugin.name, index]));
+  const dependents = planned.map(() => [] as number[]);
+  planned.forEach(({ entry }, index) => {
+    for (const required of entry.plugin.requires ?? []) dependents[indexOfPlugin.get(required) as number]?.push(index);
+  });
+
+  return new AssembledAgent(resolved, logger, health, metrics, services, controllers, dependents, input.beforeFirstSync);
 }
 
 class AssembledAgent implements Agent {
@@ -128,6 +135,7 @@ class AssembledAgent implements Agent {
     readonly metrics: AgentMetrics,
     readonly services: Services,
     readonly controllers: readonly Controller[],
+    private readonly dependents: readonly (readonly number[])[],
     private readonly beforeFirstSync?: () => Promise<void>,
   ) {
     this.#schedulers = controllers.map((controller) => new SyncScheduler(controller, options.scheduler));
@@ -191,22 +199,41 @@ class AssembledAgent implements Agent {
     const notStopped: string[] = [];
     // No controller starts a sync (with an already aborted signal) while an earlier one is being waited for.
     for (const scheduler of this.#schedulers) scheduler.halt();
-    for (let index = this.#startedControllers - 1; index >= 0; index--) {
-      const controller = this.controllers[index] as Controller;
-      const scheduler = this.#schedulers[index] as SyncScheduler;
-      const log = this.logger.child({ controller: controller.name });
-      const stopped = await withinDeadline(scheduler.stop(), deadline);
-      if (stopped.ok) log.info('controller stopped');
-      else if (stopped.timedOut) {
-        notStopped.push(controller.name);
-        log.error({ stopTimeoutMs: this.options.stopTimeoutMs }, 'controller did not stop in time; leaving it behind');
-      } else {
-        log.error({ err: stopped.error }, 'controller failed to stop cleanly');
+    // Every controller stops as soon as the controllers that require it have stopped, all under one deadline: a slow
+    // controller holds back only what it depends on, and a leader with nothing depending on it (lballoc) releases
+    // its Lease at once instead of after the others have used the budget up.
+    const stops = new Map<number, Promise<void>>();
+    const stop = (index: number): Promise<void> => {
+      let stopping = stops.get(index);
+      if (!stopping) {
+        stopping = this.#stopAfterDependents(index, stop, deadline, notStopped);
+        stops.set(index, stopping);
       }
-    }
+      return stopping;
+    };
+    await Promise.all(Array.from({ length: this.#startedControllers }, (_, index) => stop(index)));
     await this.#servers?.close();
     this.logger.info({ notStopped }, 'agent stopped');
     return { notStopped };
+  }
+
+  async #stopAfterDependents(
+    index: number,
+    stop: (index: number) => Promise<void>,
+    deadline: number,
+    notStopped: string[],
+  ): Promise<void> {
+    await Promise.all((this.dependents[index] ?? []).filter((dependent) => dependent < this.#startedControllers).map(stop));
+    const controller = this.controllers[index] as Controller;
+    const log = this.logger.child({ controller: controller.name });
+    const stopped = await withinDeadline((this.#schedulers[index] as SyncScheduler).stop(), deadline);
+    if (stopped.ok) log.info('controller stopped');
+    else if (stopped.timedOut) {
+      notStopped.push(controller.name);
+      log.error({ stopTimeoutMs: this.options.stopTimeoutMs }, 'controller did not stop in time; leaving it behind');
+    } else {
+      log.error({ err: stopped.error }, 'controller failed to stop cleanly');
+    }
   }
 }
 

@@ -18,7 +18,7 @@ export interface TestPluginSpec {
   sync?: (ctx: SyncContext) => Promise<void>;
   onCreate?: (services: Services) => void;
   onStart?: (ctx: ControllerStartContext) => void;
-  onStop?: () => void;
+  onStop?: () => void | Promise<void>;
 }
 
 /** Options every test plugin accepts, so that tests can exercise option validation through a real zod schema. */
