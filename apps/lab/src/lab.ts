@@ -26,6 +26,7 @@ import {
   startApiServer,
   startLabCluster,
   type ApiServer,
+  type Lab,
   type LabCluster,
   type LabUnderlay,
 } from '@kube-router/testkit';
@@ -99,95 +100,61 @@ const workdir = await mkdtemp(join(tmpdir(), 'kube-router-lab-'));
 const seed = await loadManifestFiles([join(here, '../lab/cluster.yaml')]);
 /** The DaemonSets' ServiceAccount and ClusterRole, as deploy/ ships them: the agents run under exactly this role. */
 const rbacSeed = await loadManifestFiles([join(here, '../../../deploy/rbac.yaml')]);
-const exitCode = interrupted ? await runCluster(interrupted) : await runWithoutDataplane();
-process.exit(exitCode);
 
 async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number> {
-  let underlay: LabUnderlay | undefined;
-  let server: ApiServer | undefined;
-  let cluster: LabCluster | undefined;
-  let router: ExternalRouter | undefined;
-  const agents: NodeAgent[] = [];
-  let agentsStarted = Date.now();
-  let userKubeconfig = '';
-  let stopping: Promise<number> | undefined;
-
-  const stop = (reason: string): Promise<number> =>
-    (stopping ??= (async () => {
-      log.info({ reason }, 'stopping the lab');
-      // Ctrl-C reaches every process of the group and wrappers relay it again: it must not cut the removal short.
-      const holdOff = () => log.info('still removing the lab');
-      process.on('SIGINT', holdOff);
-      process.on('SIGTERM', holdOff);
-      const leftovers: number[] = [];
-      const codes = await Promise.all(
-        agents.map(async (agent) => {
-          const code = await agent.stop(15_000);
-          for (const { pid, command } of await processesInNetns(agent.netns)) {
-            log.info({ node: agent.nodeName, pid, command }, 'process left in the node namespace');
-            leftovers.push(pid);
-          }
-          return code;
-        }),
-      );
-      const failures: unknown[] = [];
-      await router?.stop().catch((error: unknown) => failures.push(error));
-      await cluster?.stop().catch((error: unknown) => failures.push(error));
-      // The pods' own processes are gone with the pods; anything else the agents left (a daemon) goes now.
-      await killAndWait(leftovers, 5_000);
-      await underlay?.remove().catch((error: unknown) => failures.push(error));
-      await server?.close().catch((error: unknown) => failures.push(error));
-      await rm(workdir, { recursive: true, force: true });
-      for (const error of failures) log.error({ err: error }, 'removing the lab failed');
-      return codes.every((code) => code === 0) && failures.length === 0 ? 0 : 1;
-    })());
-
+  const lab = new ClusterLab();
   const startAborter = new AbortController();
   try {
-    const started = startNodes(startAborter.signal);
+    const started = lab.start(startAborter.signal);
     const first = await Promise.race([started.then(() => 'started' as const), interrupted]);
     if (first !== 'started') {
       // The start gives up waiting for the agents at once, but ends what it is making so that stop() sees all of it.
       startAborter.abort();
       await started.catch(() => undefined);
-      return await stop(first);
+      return await lab.stop(first);
     }
   } catch (error) {
     log.error({ err: error }, 'the lab did not start');
-    await stop('start failed');
+    await lab.stop('start failed');
     // An agent that refused its flags (exit 2) ends the lab with its code, as `npm start -- --bad-flag` does.
-    const codes = await Promise.all(agents.map((agent) => agent.exited));
+    const codes = await Promise.all(lab.agents.map((agent) => agent.exited));
     return codes.find((code): code is number => typeof code === 'number' && code !== 0) ?? 1;
   }
 
   // Then, once every node says so, whether it is ready, and if it is slow to be, which controller and why.
   const readiness = new AbortController();
-  const reported = health.port === 0 ? Promise.resolve() : reportReadiness(readiness.signal);
+  const reported = health.port === 0 ? Promise.resolve() : lab.reportReadiness(readiness.signal);
 
   // An agent that ends on its own (a refused assembly, a crash) ends the lab with its exit code.
-  const agentExit = Promise.race(agents.map(async (agent) => ({ agent, code: await agent.exited })));
+  const agentExit = Promise.race(lab.agents.map(async (agent) => ({ agent, code: await agent.exited })));
   const first = await Promise.race([interrupted, agentExit]);
   readiness.abort();
   await reported;
-  if (typeof first === 'string') return stop(first);
-  await stop(`the agent of ${first.agent.nodeName} exited (${first.code})`);
+  if (typeof first === 'string') return lab.stop(first);
+  await lab.stop(`the agent of ${first.agent.nodeName} exited (${first.code})`);
   return typeof first.code === 'number' && first.code !== 0 ? first.code : 1;
+}
 
-  async function startNodes(signal: AbortSignal): Promise<void> {
-    underlay = await createLabUnderlay({ runId: settings.runId, ...(settings.underlayCidrs && { cidrs: settings.underlayCidrs }) });
-    // On the host's underlay address: where the nodes' agents reach it, and kubectl in this shell too. HTTPS with its
-    // own CA and bearer tokens, as a kubeadm cluster's kube-apiserver: this shell's kubeconfig has an admin token.
-    const adminToken = randomBytes(24).toString('hex');
-    // RBAC on, as kube-apiserver: each agent's token is the kube-router ServiceAccount's, bound to deploy/'s role.
-    server = await startApiServer({
-      host: underlay.hostIps[0]!,
-      port: settings.apiPort,
-      seed: [...seed, ...rbacSeed],
-      tls: true,
-      tokens: [adminToken],
-      rbac: true,
-    });
-    const kubeconfig = (userKubeconfig = await server.writeKubeconfig(join(workdir, 'kubeconfig')));
+/**
+ * The root lab: the underlay, the API server, the lab nodes, the external router and an agent per node, made one after
+ * another by start(), so that stop() removes whatever has been made so far.
+ */
+class ClusterLab {
+  readonly agents: NodeAgent[] = [];
+  private underlay: LabUnderlay | undefined;
+  private server: ApiServer | undefined;
+  private cluster: LabCluster | undefined;
+  private router: ExternalRouter | undefined;
+  private agentsStarted = Date.now();
+  private userKubeconfig = '';
+  private stopping: Promise<number> | undefined;
+
+  async start(signal: AbortSignal): Promise<void> {
+    const underlay = (this.underlay = await createLabUnderlay({
+      runId: settings.runId,
+      ...(settings.underlayCidrs && { cidrs: settings.underlayCidrs }),
+    }));
+    const server = await this.serveApi(underlay);
     // What each node has before its agent starts, as on a kubeadm node running kube-router's kubeadm DaemonSet (a
     // token of its own for each agent), in the node's directory; it reaches the agent at the DaemonSet's mount paths.
     const specs = defaultClusterNodes(settings.nodes);
@@ -198,48 +165,51 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
     // The kubelet attaches pods with the real CNI plugins from that file, once the router has written its ranges; a
     // build or a command line without the router (or with --enable-cni=false) keeps the lab's routed veths.
     const cni = checkedConfig.features.router && defaultCatalog.router !== undefined && checkedConfig.routing.enableCni;
-    cluster = await startLabCluster({
+    const cluster = (this.cluster = await startLabCluster({
       apiServer: server,
       underlay,
       runId: settings.runId,
       nodes: specs.map((spec) => ({ ...spec, ...(cni && { cniConfFile: files.get(spec.name)!.cniConfFile }) })),
-    });
+    }));
     // Agents that do not route between the nodes (no router, or --enable-ibgp=false) run beside another network in
     // kube-router's manifests (firewall-only, proxy-only, advertise-only): the lab plays it, with a route per pod CIDR.
     const agentsRoute = checkedConfig.features.router && defaultCatalog.router !== undefined && checkedConfig.routing.enableIbgp;
     if (!agentsRoute) await routeBetweenNodes(cluster);
-    router = await startRouter(cluster);
-    const routerFlags = router && settings.agentDefaults ? externalRouterFlags(router) : [];
-    const apiAddress = new URL(server.url);
-    agentsStarted = Date.now();
-    for (const node of cluster.nodes) {
-      const nodeFiles = files.get(node.nodeName)!;
-      agents.push(
-        new NodeAgent({
-          nodeName: node.nodeName,
-          netns: node.nodeNetns,
-          ...(settings.agentCli !== undefined && { cli: settings.agentCli }),
-          mounts: nodeFiles.mounts,
-          // What the DaemonSet's env and the kubelet give every container (the in-cluster API address).
-          env: {
-            NODE_NAME: node.nodeName,
-            KUBE_ROUTER_CNI_CONF_FILE: nodeFiles.containerCniConfFile,
-            KUBERNETES_SERVICE_HOST: apiAddress.hostname.replace(/^\[|\]$/g, ''),
-            KUBERNETES_SERVICE_PORT: apiAddress.port,
-          },
-          args: agentFlags([`--kubeconfig=${nodeFiles.kubeconfig}`, ...routerFlags]),
-          logger: log,
-          onLine: (stream, line) =>
-            settings.logFormat === 'json'
-              ? (stream === 'stdout' ? process.stdout : process.stderr).write(`${line}\n`)
-              : process.stderr.write(`${node.nodeName} ${line}\n`),
-        }),
-      );
-    }
-    // One line each: the kubeconfig, then every node's health and metrics URLs, the first node's first, each as soon
-    // as its servers answer: a first sync that hangs (a kernel tool that never returns) no longer hides them.
-    process.stdout.write(`KUBECONFIG=${kubeconfig}\n`);
-    for (const [index, agent] of agents.entries()) {
+    this.router = await startRouter(cluster);
+    const routerFlags = this.router && settings.agentDefaults ? externalRouterFlags(this.router) : [];
+    this.agentsStarted = Date.now();
+    for (const node of cluster.nodes) this.agents.push(startAgent(node, files.get(node.nodeName)!, new URL(server.url), routerFlags));
+    await this.announce(cluster, signal);
+    await waitForSeededPods(server, cluster);
+  }
+
+  /**
+   * The API server on the host's underlay address: where the nodes' agents reach it, and kubectl in this shell too.
+   * HTTPS with its own CA and bearer tokens, as a kubeadm cluster's kube-apiserver: this shell's kubeconfig has an
+   * admin token. RBAC on, as kube-apiserver: each agent's token is the kube-router ServiceAccount's, bound to deploy/'s
+   * role.
+   */
+  private async serveApi(underlay: LabUnderlay): Promise<ApiServer> {
+    const adminToken = randomBytes(24).toString('hex');
+    const server = (this.server = await startApiServer({
+      host: underlay.hostIps[0]!,
+      port: settings.apiPort,
+      seed: [...seed, ...rbacSeed],
+      tls: true,
+      tokens: [adminToken],
+      rbac: true,
+    }));
+    this.userKubeconfig = await server.writeKubeconfig(join(workdir, 'kubeconfig'));
+    return server;
+  }
+
+  /**
+   * One line each: the kubeconfig, then every node's health and metrics URLs, the first node's first, each as soon as
+   * its servers answer: a first sync that hangs (a kernel tool that never returns) no longer hides them.
+   */
+  private async announce(cluster: LabCluster, signal: AbortSignal): Promise<void> {
+    process.stdout.write(`KUBECONFIG=${this.userKubeconfig}\n`);
+    for (const [index, agent] of this.agents.entries()) {
       const address = cluster.nodes[index]!.nodeIps[0]!;
       if (health.port !== 0) {
         await agent.waitForAnswer(`${urlOf(address, health.port)}/livez`, 60_000, signal, () => true);
@@ -247,15 +217,6 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
       }
       if (metrics.port !== 0) process.stdout.write(`${urlOf(address, metrics.port)}${metrics.path}\n`);
     }
-    // The seeded pods run once their node's network is there: with CNI, after the agent has written its ranges.
-    await Promise.all(
-      cluster.nodes.flatMap((node) =>
-        server!
-          .list('v1', 'Pod')
-          .filter((pod) => (pod.spec as { nodeName?: string } | undefined)?.nodeName === node.nodeName)
-          .map((pod) => node.waitForPod({ namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name ?? '' }, 60_000)),
-      ),
-    );
   }
 
   /**
@@ -263,11 +224,11 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
    * 4.2 s`. A node still not ready after READINESS_NOTICE_MS says which checks fail and why (from /readyz?verbose),
    * once, and its ready line follows when it gets there.
    */
-  async function reportReadiness(signal: AbortSignal): Promise<void> {
-    const started = agentsStarted;
+  async reportReadiness(signal: AbortSignal): Promise<void> {
+    const started = this.agentsStarted;
     const ready = await Promise.all(
-      agents.map(async (agent, index) => {
-        const url = `${urlOf(cluster!.nodes[index]!.nodeIps[0]!, health.port)}/readyz?verbose`;
+      this.agents.map(async (agent, index) => {
+        const url = `${urlOf(this.cluster!.nodes[index]!.nodeIps[0]!, health.port)}/readyz?verbose`;
         const notice = setTimeout(() => {
           void fetch(url, { signal: AbortSignal.timeout(2_000) })
             .then(async (response) => (response.status === 200 ? undefined : notReady(await response.text())))
@@ -288,9 +249,80 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
     );
     // The start-up ends with what a person does next, whatever the logs above said.
     if (ready.every(Boolean)) {
-      process.stdout.write(`lab ready: ${agents.length} nodes; try: kubectl --kubeconfig ${userKubeconfig} get pods -A -o wide (Ctrl-C stops it)\n`);
+      process.stdout.write(
+        `lab ready: ${this.agents.length} nodes; try: kubectl --kubeconfig ${this.userKubeconfig} get pods -A -o wide (Ctrl-C stops it)\n`,
+      );
     }
   }
+
+  /** Stops every agent and removes everything made so far, once however often it is asked; 0 if all went well. */
+  stop(reason: string): Promise<number> {
+    return (this.stopping ??= this.remove(reason));
+  }
+
+  private async remove(reason: string): Promise<number> {
+    log.info({ reason }, 'stopping the lab');
+    // Ctrl-C reaches every process of the group and wrappers relay it again: it must not cut the removal short.
+    const holdOff = () => log.info('still removing the lab');
+    process.on('SIGINT', holdOff);
+    process.on('SIGTERM', holdOff);
+    const leftovers: number[] = [];
+    const codes = await Promise.all(
+      this.agents.map(async (agent) => {
+        const code = await agent.stop(15_000);
+        for (const { pid, command } of await processesInNetns(agent.netns)) {
+          log.info({ node: agent.nodeName, pid, command }, 'process left in the node namespace');
+          leftovers.push(pid);
+        }
+        return code;
+      }),
+    );
+    const failures: unknown[] = [];
+    await this.router?.stop().catch((error: unknown) => failures.push(error));
+    await this.cluster?.stop().catch((error: unknown) => failures.push(error));
+    // The pods' own processes are gone with the pods; anything else the agents left (a daemon) goes now.
+    await killAndWait(leftovers, 5_000);
+    await this.underlay?.remove().catch((error: unknown) => failures.push(error));
+    await this.server?.close().catch((error: unknown) => failures.push(error));
+    await rm(workdir, { recursive: true, force: true });
+    for (const error of failures) log.error({ err: error }, 'removing the lab failed');
+    return codes.every((code) => code === 0) && failures.length === 0 ? 0 : 1;
+  }
+}
+
+/** A node's agent process in the node's namespace, with what the DaemonSet and the kubelet give its container. */
+function startAgent(node: Lab, files: KubeadmNodeFiles, apiAddress: URL, routerFlags: readonly string[]): NodeAgent {
+  return new NodeAgent({
+    nodeName: node.nodeName,
+    netns: node.nodeNetns,
+    ...(settings.agentCli !== undefined && { cli: settings.agentCli }),
+    mounts: files.mounts,
+    // What the DaemonSet's env and the kubelet give every container (the in-cluster API address).
+    env: {
+      NODE_NAME: node.nodeName,
+      KUBE_ROUTER_CNI_CONF_FILE: files.containerCniConfFile,
+      KUBERNETES_SERVICE_HOST: apiAddress.hostname.replace(/^\[|\]$/g, ''),
+      KUBERNETES_SERVICE_PORT: apiAddress.port,
+    },
+    args: agentFlags([`--kubeconfig=${files.kubeconfig}`, ...routerFlags]),
+    logger: log,
+    onLine: (stream, line) =>
+      settings.logFormat === 'json'
+        ? (stream === 'stdout' ? process.stdout : process.stderr).write(`${line}\n`)
+        : process.stderr.write(`${node.nodeName} ${line}\n`),
+  });
+}
+
+/** The seeded pods run once their node's network is there: with CNI, after the agent has written its ranges. */
+async function waitForSeededPods(server: ApiServer, cluster: LabCluster): Promise<void> {
+  await Promise.all(
+    cluster.nodes.flatMap((node) =>
+      server
+        .list('v1', 'Pod')
+        .filter((pod) => (pod.spec as { nodeName?: string } | undefined)?.nodeName === node.nodeName)
+        .map((pod) => node.waitForPod({ namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name ?? '' }, 60_000)),
+    ),
+  );
 }
 
 /** The failing checks of a Kubernetes-style verbose readiness answer (`[-]netpol failed: reason`), joined. */
@@ -382,3 +414,7 @@ async function runWithoutDataplane(): Promise<number> {
     await rm(workdir, { recursive: true, force: true });
   }
 }
+
+// Last: runCluster needs ClusterLab, and a class is not hoisted.
+const exitCode = interrupted ? await runCluster(interrupted) : await runWithoutDataplane();
+process.exit(exitCode);

@@ -193,8 +193,8 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
     serviceCidrs: options.serviceCidrs ?? ['10.96.0.0/12', 'fd00:10:96::/108'],
     validation,
   });
-  const writeOptions = (request: WriteRequestOptions | undefined): WriteOptions =>
-    request?.validate === undefined ? {} : { validate: request.validate };
+  const kinds = new KindResolver(registry);
+  seedStore(store, kinds, options);
   const watches = new WatchStreams(store, options.bookmarkIntervalMs ?? 1000);
   const faults = new FaultInjector(
     (resource) => watches.close(resource),
@@ -202,49 +202,8 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
     (resource, line) => watches.writeLine(resource, line),
   );
   const requests = new RequestLogImpl();
-  const temporaryDirs: string[] = [];
+  const rbacObjects = rbacObjectsOf(store, kinds);
   let address = '';
-
-  const resourceOf = (apiVersion: string | undefined, kind: string | undefined): ResourceType => {
-    const resource = apiVersion && kind ? registry.byKind(apiVersion, kind) : undefined;
-    if (!resource) throw badRequest(`the embedded API server does not serve ${apiVersion ?? '?'} ${kind ?? '?'}`);
-    return resource;
-  };
-  const asObject = (input: KubeObjectInput): KubeObject => {
-    const obj = structuredClone(input) as KubeObject;
-    obj.metadata ??= {};
-    const resource = resourceOf(obj.apiVersion, obj.kind);
-    if (resource.namespaced) obj.metadata.namespace ||= 'default';
-    return obj;
-  };
-
-  for (const name of initialNamespaces) {
-    store.create(resourceOf('v1', 'Namespace'), { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
-  }
-
-  const seed = [...(options.seed ?? [])].sort((a, b) => Number(b.kind === 'Namespace') - Number(a.kind === 'Namespace'));
-  for (const input of seed) {
-    const obj = asObject(input);
-    const resource = resourceOf(obj.apiVersion, obj.kind);
-    if (resource.kind === 'Namespace' && initialNamespaces.includes(obj.metadata.name ?? '')) {
-      store.update(resource, { ...obj, metadata: { ...obj.metadata, resourceVersion: undefined } });
-    } else {
-      store.create(resource, obj);
-    }
-  }
-  // After the seed, which may bring its own version of a bootstrap role: kube-apiserver keeps an existing one too.
-  for (const obj of options.rbac ? bootstrapPolicy() : []) {
-    const resource = resourceOf(obj.apiVersion, obj.kind);
-    if (!store.tryGet(resource, undefined, obj.metadata.name ?? '')) store.create(resource, obj);
-  }
-
-  const rbacResource = (kind: string) => resourceOf(`${RBAC_GROUP}/v1`, kind);
-  const rbacObjects: RbacObjects = {
-    clusterRoleBindings: () => store.list(rbacResource('ClusterRoleBinding'), undefined),
-    roleBindings: (namespace) => store.list(rbacResource('RoleBinding'), namespace),
-    clusterRole: (name) => store.tryGet(rbacResource('ClusterRole'), undefined, name),
-    role: (namespace, name) => store.tryGet(rbacResource('Role'), namespace, name),
-  };
 
   const app = buildApp({
     registry,
@@ -262,13 +221,13 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
   const { port } = app.server.address() as AddressInfo;
   address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
   const url = `${certificate ? 'https' : 'http'}://${address}`;
-  const access = (given: KubeconfigAccess = {}): KubeconfigAccess => {
+  const kubeconfigs = new KubeconfigFiles(url, (given = {}) => {
     const token = authenticator.firstToken;
     const defaults = { ...(certificate && { ca: certificate.ca }), ...(token !== undefined && given.tokenFile === undefined && { token }) };
     return { ...defaults, ...given };
-  };
+  });
 
-  const server: ApiServer = {
+  return {
     url,
     port,
     ca: certificate?.ca,
@@ -288,66 +247,147 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
     get resourceVersion() {
       return String(store.resourceVersion);
     },
-    kubeconfigYaml: (given) => kubeconfigYaml(url, 'default', access(given)),
-    async writeKubeconfig(path, given) {
-      let target = path;
-      if (target === undefined) {
-        const dir = await temporaryKubeconfigDir();
-        temporaryDirs.push(dir);
-        target = join(dir, 'config');
-      }
-      await writeFile(target, kubeconfigYaml(url, 'default', access(given)), { mode: 0o600 });
-      return target;
+    kubeconfigYaml: (given) => kubeconfigs.yaml(given),
+    writeKubeconfig: (path, given) => kubeconfigs.write(path, given),
+    ...objectApi(store, kinds),
+    openWatches: (resource) => watches.count(resource),
+    async close() {
+      watches.close();
+      await app.close();
+      await kubeconfigs.remove();
     },
+  };
+}
+
+/** The registry's resources by apiVersion and kind, as the programmatic API and the seed name them. */
+class KindResolver {
+  constructor(private readonly registry: ResourceRegistry) {}
+
+  resourceOf(apiVersion: string | undefined, kind: string | undefined): ResourceType {
+    const resource = apiVersion && kind ? this.registry.byKind(apiVersion, kind) : undefined;
+    if (!resource) throw badRequest(`the embedded API server does not serve ${apiVersion ?? '?'} ${kind ?? '?'}`);
+    return resource;
+  }
+
+  /** A copy of the input as a KubeObject, in the default namespace when its kind is namespaced and it names none. */
+  asObject(input: KubeObjectInput): KubeObject {
+    const obj = structuredClone(input) as KubeObject;
+    obj.metadata ??= {};
+    const resource = this.resourceOf(obj.apiVersion, obj.kind);
+    if (resource.namespaced) obj.metadata.namespace ||= 'default';
+    return obj;
+  }
+}
+
+/** The namespaces kube-apiserver starts with, the seed (its Namespaces first), then RBAC's bootstrap policy. */
+function seedStore(store: ObjectStore, kinds: KindResolver, options: ApiServerOptions): void {
+  for (const name of initialNamespaces) {
+    store.create(kinds.resourceOf('v1', 'Namespace'), { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+  }
+  const seed = [...(options.seed ?? [])].sort((a, b) => Number(b.kind === 'Namespace') - Number(a.kind === 'Namespace'));
+  for (const input of seed) {
+    const obj = kinds.asObject(input);
+    const resource = kinds.resourceOf(obj.apiVersion, obj.kind);
+    if (resource.kind === 'Namespace' && initialNamespaces.includes(obj.metadata.name ?? '')) {
+      store.update(resource, { ...obj, metadata: { ...obj.metadata, resourceVersion: undefined } });
+    } else {
+      store.create(resource, obj);
+    }
+  }
+  // After the seed, which may bring its own version of a bootstrap role: kube-apiserver keeps an existing one too.
+  for (const obj of options.rbac ? bootstrapPolicy() : []) {
+    const resource = kinds.resourceOf(obj.apiVersion, obj.kind);
+    if (!store.tryGet(resource, undefined, obj.metadata.name ?? '')) store.create(resource, obj);
+  }
+}
+
+/** The RBAC objects the authorizer reads, as stored now. */
+function rbacObjectsOf(store: ObjectStore, kinds: KindResolver): RbacObjects {
+  const rbacResource = (kind: string) => kinds.resourceOf(`${RBAC_GROUP}/v1`, kind);
+  return {
+    clusterRoleBindings: () => store.list(rbacResource('ClusterRoleBinding'), undefined),
+    roleBindings: (namespace) => store.list(rbacResource('RoleBinding'), namespace),
+    clusterRole: (name) => store.tryGet(rbacResource('ClusterRole'), undefined, name),
+    role: (namespace, name) => store.tryGet(rbacResource('Role'), namespace, name),
+  };
+}
+
+type ObjectApi = Pick<ApiServer, 'create' | 'get' | 'list' | 'update' | 'updateStatus' | 'upsert' | 'patch' | 'patchStatus' | 'delete'>;
+
+/** The programmatic API: the store's writes and reads, by apiVersion and kind. */
+function objectApi(store: ObjectStore, kinds: KindResolver): ObjectApi {
+  const writeOptions = (request: WriteRequestOptions | undefined): WriteOptions =>
+    request?.validate === undefined ? {} : { validate: request.validate };
+  const statusOf = (resource: ResourceType) => resource.hasStatusSubresource && { subresource: 'status' as const };
+  return {
     create(input, request) {
-      const obj = asObject(input);
-      return store.create(resourceOf(obj.apiVersion, obj.kind), obj, writeOptions(request));
+      const obj = kinds.asObject(input);
+      return store.create(kinds.resourceOf(obj.apiVersion, obj.kind), obj, writeOptions(request));
     },
     get(apiVersion, kind, namespace, name) {
-      return store.tryGet(resourceOf(apiVersion, kind), namespace ?? 'default', name);
+      return store.tryGet(kinds.resourceOf(apiVersion, kind), namespace ?? 'default', name);
     },
     list(apiVersion, kind, namespace, selectors = {}) {
-      const resource = resourceOf(apiVersion, kind);
+      const resource = kinds.resourceOf(apiVersion, kind);
       return store.list(resource, namespace, {
         labelSelector: parseLabelSelector(selectors.labelSelector),
         fieldSelector: parseFieldSelector(selectors.fieldSelector, resource),
       });
     },
     update(input, request) {
-      const obj = asObject(input);
-      return store.update(resourceOf(obj.apiVersion, obj.kind), obj, writeOptions(request));
+      const obj = kinds.asObject(input);
+      return store.update(kinds.resourceOf(obj.apiVersion, obj.kind), obj, writeOptions(request));
     },
     updateStatus(input, request) {
-      const obj = asObject(input);
-      const resource = resourceOf(obj.apiVersion, obj.kind);
-      return store.update(resource, obj, { ...writeOptions(request), ...(resource.hasStatusSubresource && { subresource: 'status' as const }) });
+      const obj = kinds.asObject(input);
+      const resource = kinds.resourceOf(obj.apiVersion, obj.kind);
+      return store.update(resource, obj, { ...writeOptions(request), ...statusOf(resource) });
     },
     upsert(input, request) {
-      const obj = asObject(input);
-      const resource = resourceOf(obj.apiVersion, obj.kind);
+      const obj = kinds.asObject(input);
+      const resource = kinds.resourceOf(obj.apiVersion, obj.kind);
       if (!store.tryGet(resource, obj.metadata.namespace, obj.metadata.name ?? '')) return store.create(resource, obj, writeOptions(request));
       return store.update(resource, { ...obj, metadata: { ...obj.metadata, resourceVersion: undefined } }, writeOptions(request));
     },
     patch(apiVersion, kind, namespace, name, patch, type = 'merge', request) {
-      return store.patch(resourceOf(apiVersion, kind), namespace ?? 'default', name, type, patch, writeOptions(request));
+      return store.patch(kinds.resourceOf(apiVersion, kind), namespace ?? 'default', name, type, patch, writeOptions(request));
     },
     patchStatus(apiVersion, kind, namespace, name, patch, type = 'merge', request) {
-      const resource = resourceOf(apiVersion, kind);
-      return store.patch(resource, namespace ?? 'default', name, type, patch, {
-        ...writeOptions(request),
-        ...(resource.hasStatusSubresource && { subresource: 'status' as const }),
-      });
+      const resource = kinds.resourceOf(apiVersion, kind);
+      return store.patch(resource, namespace ?? 'default', name, type, patch, { ...writeOptions(request), ...statusOf(resource) });
     },
     delete(apiVersion, kind, namespace, name) {
-      return store.delete(resourceOf(apiVersion, kind), namespace ?? 'default', name);
-    },
-    openWatches: (resource) => watches.count(resource),
-    async close() {
-      watches.close();
-      await app.close();
-      await Promise.all(temporaryDirs.map((dir) => rm(dir, { recursive: true, force: true })));
-      for (const dir of temporaryDirs) temporaryKubeconfigDirs.delete(dir);
+      return store.delete(kinds.resourceOf(apiVersion, kind), namespace ?? 'default', name);
     },
   };
-  return server;
+}
+
+/** The server's kubeconfigs: as YAML, or written to a path or to a temporary file that close() removes. */
+class KubeconfigFiles {
+  private readonly temporaryDirs: string[] = [];
+
+  constructor(
+    private readonly url: string,
+    private readonly access: (given?: KubeconfigAccess) => KubeconfigAccess,
+  ) {}
+
+  yaml(given?: KubeconfigAccess): string {
+    return kubeconfigYaml(this.url, 'default', this.access(given));
+  }
+
+  async write(path?: string, given?: KubeconfigAccess): Promise<string> {
+    let target = path;
+    if (target === undefined) {
+      const dir = await temporaryKubeconfigDir();
+      this.temporaryDirs.push(dir);
+      target = join(dir, 'config');
+    }
+    await writeFile(target, this.yaml(given), { mode: 0o600 });
+    return target;
+  }
+
+  async remove(): Promise<void> {
+    await Promise.all(this.temporaryDirs.map((dir) => rm(dir, { recursive: true, force: true })));
+    for (const dir of this.temporaryDirs) temporaryKubeconfigDirs.delete(dir);
+  }
 }

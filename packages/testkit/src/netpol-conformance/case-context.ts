@@ -6,7 +6,7 @@ import { mismatchesOf, observeCells, observeReachability } from './matrix.js';
 import type { MatrixScope, Observation } from './matrix.js';
 import { containerPorts } from './model.js';
 import type { IpFamily, PodKey } from './model.js';
-import type { CaseMode } from './cases.js';
+import type { CaseMode } from './case-mode.js';
 import { describeConnection, Reachability } from './reachability.js';
 import { renderReachabilityReport } from './report.js';
 import type { ConformanceWorld } from './world.js';

@@ -1,15 +1,7 @@
 import type { CaseContext } from './case-context.js';
 import { expect } from 'vitest';
 import type { NetworkPolicySpec } from './policy-spec.js';
-
-/**
- * Which behaviour of the enforcer a case assumes. `default-allow`: Kubernetes' (pods that no policy selects are open).
- * `default-deny`: kube-router's --netpol-default-deny, which only closes the start-up race (an address of the node's
- * pod CIDRs whose pod's rules are not programmed yet is rejected); pods no policy selects stay open, so every
- * default-allow case holds too. `isolate-unselected`: a stronger mode some backends offer, where pods that no policy
- * selects are isolated both ways.
- */
-export type CaseMode = 'default-allow' | 'default-deny' | 'isolate-unselected';
+import type { CaseMode } from './case-mode.js';
 
 export interface ConformanceCase {
   name: string;
@@ -17,8 +9,6 @@ export interface ConformanceCase {
   modes?: readonly CaseMode[];
   run(t: CaseContext): Promise<void>;
 }
-
-export const DEFAULT_CASE_MODES: readonly CaseMode[] = ['default-allow', 'default-deny'];
 
 const TCP = 'TCP' as const;
 const UDP = 'UDP' as const;

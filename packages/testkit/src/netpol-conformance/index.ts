@@ -1,5 +1,6 @@
 export { runNetpolConformanceSuite } from './suite.js';
-export { CONFORMANCE_CASES, DEFAULT_CASE_MODES } from './cases.js';
+export { CONFORMANCE_CASES } from './cases.js';
+export { DEFAULT_CASE_MODES } from './case-mode.js';
 export { CaseContext } from './case-context.js';
 export { Reachability, describeConnection } from './reachability.js';
 export { observeReachability, mismatchesOf } from './matrix.js';
@@ -25,7 +26,8 @@ export {
 } from './bench-cluster.js';
 
 export type { NetpolConformanceOptions, NetpolConformanceFeatures } from './suite.js';
-export type { ConformanceCase, CaseMode } from './cases.js';
+export type { ConformanceCase } from './cases.js';
+export type { CaseMode } from './case-mode.js';
 export type { CaseContextOptions, CaseEnforcerControl, LatePodProbe } from './case-context.js';
 export type { EnforcerEnv, NetpolEnforcer, StartEnforcer, SyncOutcome } from './enforcer.js';
 export type { Connection, PodSet, PortFilter } from './reachability.js';

@@ -1,8 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CaseContext } from './case-context.js';
 import type { CaseContextOptions, CaseEnforcerControl } from './case-context.js';
-import { CONFORMANCE_CASES, DEFAULT_CASE_MODES } from './cases.js';
-import type { CaseMode } from './cases.js';
+import { DEFAULT_CASE_MODES } from './case-mode.js';
+import type { CaseMode } from './case-mode.js';
+import { CONFORMANCE_CASES } from './cases.js';
 import type { NetpolEnforcer, StartEnforcer } from './enforcer.js';
 import { worldSkipReason } from './preconditions.js';
 import { Reachability } from './reachability.js';
