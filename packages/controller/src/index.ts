@@ -19,6 +19,8 @@ export { MAX_TIMER_DELAY_MS, setLongTimeout } from './long-timer.js';
 export type { LongTimer } from './long-timer.js';
 export type { SchedulerOptions } from './scheduler.js';
 export { JoinedSyncError, SyncFailures, messageOf } from './sync-error.js';
+export { SyncWarnings } from './sync-warnings.js';
+export type { RecordWarning } from './sync-warnings.js';
 export type { SyncFailure } from './sync-error.js';
 export { ServiceRegistry } from './services.js';
 export { routeSyncServiceKey } from './routes.js';

@@ -1,5 +1,5 @@
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
-import { createSyncController, messageOf, SyncFailures } from '@kube-router/controller';
+import { createSyncController, messageOf, SyncFailures, SyncWarnings } from '@kube-router/controller';
 import type { Controller, PluginContext, SyncContext } from '@kube-router/controller';
 import { inCidrs, parseCidrs, strictServiceAddressRanges } from '@kube-router/kube';
 import type { CommandRunner } from '@kube-router/netfilter';
@@ -15,7 +15,7 @@ import { buildProxyModel } from './model.js';
 import type { DesiredVirtualServer, ModelOptions, ProxyModel } from './model.js';
 import { enabledFamilies } from './options.js';
 import type { ResolvedProxyIpvsOptions } from './options.js';
-import { ServiceWarnings } from './service-warnings.js';
+
 import { VipStage } from './vip-stage.js';
 
 export const PROXY_CONTROLLER = 'proxy';
@@ -99,7 +99,7 @@ class ProxySync {
   readonly #firewall: FirewallStage;
   readonly #hairpin: HairpinStage;
   readonly #healthChecks: HealthCheckServers;
-  readonly #warnings: ServiceWarnings;
+  readonly #warnings: SyncWarnings;
   readonly #metrics: ProxyMetrics;
   #requestSync: ((reason: string) => void) | undefined;
   #drainTimer: NodeJS.Timeout | undefined;
@@ -131,7 +131,7 @@ class ProxySync {
     this.#firewall = new FirewallStage(dataplane, families, options, ctx.nodeName);
     this.#hairpin = new HairpinStage(common, ctx.logger);
     this.#healthChecks = new HealthCheckServers(options.healthCheckBindAddress, ctx.logger);
-    this.#warnings = new ServiceWarnings((namespace, name, reason, message) => deps.sources.warnService(namespace, name, reason, message));
+    this.#warnings = new SyncWarnings((namespace, name, reason, message) => deps.sources.warnService(namespace, name, reason, message));
     this.#metrics = new ProxyMetrics(ctx.metrics.registry, () => dataplane.ipvs.stats(), () => this.desired);
   }
 

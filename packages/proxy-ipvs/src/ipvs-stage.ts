@@ -4,7 +4,7 @@ import type { IpvsDestinationConnections, Ipvsadm, IpvsVirtualServer } from '@ku
 import type { ProxyModel } from './model.js';
 import { drainKey, planIpvs } from './plan.js';
 import type { DrainingDestination, IpvsPlan } from './plan.js';
-import type { ServiceWarnings } from './service-warnings.js';
+import type { SyncWarnings } from '@kube-router/controller';
 
 /** What one sync did to IPVS. */
 export interface IpvsApplied {
@@ -43,7 +43,7 @@ export class IpvsStage {
     return this.#draining.size;
   }
 
-  async apply(model: ProxyModel, failures: SyncFailures, warnings: ServiceWarnings): Promise<IpvsApplied> {
+  async apply(model: ProxyModel, failures: SyncFailures, warnings: SyncWarnings): Promise<IpvsApplied> {
     const saveStarted = performance.now();
     const current = await this.#ipvs.save();
     const saveMs = performance.now() - saveStarted;
@@ -89,7 +89,7 @@ export class IpvsStage {
     model: ProxyModel,
     stderr: string,
     failures: SyncFailures,
-    warnings: ServiceWarnings,
+    warnings: SyncWarnings,
   ): Promise<{ operations: number; restoreMs: number }> {
     let operations = 0;
     let restoreMs = 0;

@@ -5,7 +5,7 @@ import type { IpFamily } from '@kube-router/netfilter';
 export const proxyIpvsOptions = z.strictObject({
   /** --enable-ipv4 / --enable-ipv6: which families of Service addresses are programmed. */
   enableIpv4: z.boolean().default(true),
-  enableIpv6: z.boolean().default(true),
+  enableIpv6: z.boolean().default(false),
   /** --ipvs-sync-period. */
   syncPeriodMs: z.number().int().positive().default(300_000),
   minSyncIntervalMs: z.number().int().nonnegative().optional(),

@@ -49,7 +49,7 @@ export function controllerHarness(
     health: new HealthRegistry({ defaultGraceMs: 5_000 }),
     services: new ServiceRegistry(),
   };
-  const controller = createProxyController(ctx, { sources, runner }, proxyIpvsOptions.parse({ setSysctls: false, ...options }));
+  const controller = createProxyController(ctx, { sources, runner }, proxyIpvsOptions.parse({ setSysctls: false, enableIpv6: true, ...options }));
   return {
     controller,
     warnings,

@@ -136,7 +136,7 @@ export async function startProxy(runner: CommandRunner, options: ProxyIpvsOption
   services.provide(KubeServices, kube);
   const ctx: PluginContext = { nodeName: NODE_NAME, logger, metrics, health, services };
   const plugin = createProxyIpvsPlugin({ runner });
-  const controller = (await plugin.create(ctx, plugin.options.parse(options))) as ProxyController;
+  const controller = (await plugin.create(ctx, plugin.options.parse({ enableIpv6: true, ...options }))) as ProxyController;
   await controller.start({ requestSync: () => undefined, signal: new AbortController().signal });
   await kube.informers.start({ cacheSyncTimeoutMs: 10_000 });
   return {
