@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { routingBgpPlugin } from '@kube-router/routing-bgp';
 import { routingBgpOptions } from './catalog.js';
-import { FLAGS, parseFlags, type AgentConfig } from './flags.js';
+import type { AgentConfig } from './config.js';
+import { FLAGS } from './flags.js';
+import { parseFlags } from './parse-flags.js';
 
 function config(argv: string[]): AgentConfig {
   const result = parseFlags(argv, {});

@@ -5,7 +5,8 @@ import { proxyIpvsPlugin, type ProxyIpvsOptions } from '@kube-router/proxy-ipvs'
 import { routeSyncPlugin, type RouteSyncOptions } from '@kube-router/route-sync';
 import { routingBgpPlugin, type RoutingBgpOptions } from '@kube-router/routing-bgp';
 import type { PluginEntry } from './assembly.js';
-import { FEATURES, type AgentConfig, type Feature } from './flags.js';
+import { configValue, type AgentConfig } from './config.js';
+import { FEATURES, FLAGS, type Feature, type FlagDefinition, type FlagOptionTargets, type OptionTarget } from './flags.js';
 import { peerRoutersOfFlags } from './peer-routers.js';
 
 /**
@@ -26,35 +27,36 @@ export const defaultCatalog: PluginCatalog = {
     { plugin: routeSyncPlugin, options: routeSyncOptions(config) },
     { plugin: routingBgpPlugin, options: routingBgpOptions(config) },
   ],
-  loadbalancer: (config) => [
-    {
-      plugin: lballocPlugin,
-      options: {
-        ranges: config.loadbalancer.ipRanges,
-        defaultClass: config.loadbalancer.defaultClass,
-        syncPeriodMs: config.loadbalancer.syncPeriodMs,
-      },
-    },
-  ],
+  loadbalancer: (config) => [{ plugin: lballocPlugin, options: flagOptions('lballoc', config) }],
 };
+
+/**
+ * The options of one target that the flags give, each flag's value set as its definition says (`options` in FLAGS).
+ * Every option the flags name is set, so that a plugin's own defaults never stand in for kube-router's.
+ */
+export function flagOptions<Target extends OptionTarget>(target: Target, config: AgentConfig): FlagOptionTargets[Target] {
+  const options: Record<string, unknown> = {};
+  for (const [name, definition] of Object.entries(FLAGS) as Array<[string, FlagDefinition]>) {
+    const mapping = definition.options?.[target];
+    if (mapping === undefined) continue;
+    const value = configValue(config, name, definition);
+    const [option, optionValue] =
+      typeof mapping === 'string' ? [mapping, value] : [mapping.option, (mapping.convert as (value: unknown) => unknown)(value)];
+    if (optionValue !== undefined) options[option] = optionValue;
+  }
+  return options as FlagOptionTargets[Target];
+}
+
+const inNetns = (netns: string | undefined) => (netns === undefined ? {} : { netns });
 
 /** The netpol-iptables options the flags give; `netns` runs every iptables and ipset command in that namespace. */
 export function firewallOptions(config: AgentConfig, netns?: string): NetpolIptablesOptions {
-  return {
-    enableIpv4: config.ipFamilies.ipv4,
-    enableIpv6: config.ipFamilies.ipv6,
-    defaultDeny: config.firewall.defaultDeny,
-    syncPeriodMs: config.firewall.syncPeriodMs,
-    serviceClusterIpRanges: config.services.clusterIpRanges,
-    serviceExternalIpRanges: config.services.externalIpRanges,
-    nodePortRange: config.services.nodePortRange,
-    ...(netns !== undefined && { netns }),
-  };
+  return { ...flagOptions('netpol', config), ...inNetns(netns) };
 }
 
 /** The netpol-nftables options the flags give (--use-nftables-for-netpol); `netns` runs every nft command there. */
 export function nftablesFirewallOptions(config: AgentConfig, netns?: string): NetpolNftablesOptions {
-  return { ...firewallOptions(config, netns), serviceLoadBalancerIpRanges: config.loadbalancer.ipRanges };
+  return { ...firewallOptions(config, netns), ...flagOptions('netpol-nftables', config) };
 }
 
 /**
@@ -73,76 +75,22 @@ export function firewallPlugins(
 
 /** The proxy-ipvs options the flags give; `netns` runs every ipvsadm, ip, ipset and iptables command there. */
 export function proxyOptions(config: AgentConfig, netns?: string): ProxyIpvsOptions {
-  const seconds = (ms: number) => Math.round(ms / 1000);
-  return {
-    enableIpv4: config.ipFamilies.ipv4,
-    enableIpv6: config.ipFamilies.ipv6,
-    syncPeriodMs: config.proxy.syncPeriodMs,
-    gracefulTermination: config.proxy.gracefulTermination,
-    gracefulPeriodMs: config.proxy.gracefulPeriodMs,
-    ipvsPermitAll: config.proxy.permitAll,
-    excludedCidrs: config.proxy.excludedCidrs,
-    hairpinMode: config.proxy.hairpinMode,
-    masqueradeAll: config.proxy.masqueradeAll,
-    nodePortBindOnAllIp: config.proxy.nodePortBindOnAllIp,
-    tcpTimeoutSeconds: seconds(config.proxy.tcpTimeoutMs),
-    tcpFinTimeoutSeconds: seconds(config.proxy.tcpFinTimeoutMs),
-    udpTimeoutSeconds: seconds(config.proxy.udpTimeoutMs),
-    // kube-router's svcip validator: the proxy programs only the addresses the router would announce.
-    strictExternalIpValidation: config.proxy.strictExternalIpValidation,
-    serviceExternalIpRanges: config.services.externalIpRanges,
-    loadBalancerIpRanges: config.proxy.loadBalancerIpRanges,
-    serviceClusterIpRanges: config.services.clusterIpRanges,
-    ...(netns !== undefined && { netns }),
-  };
+  return { ...flagOptions('proxy-ipvs', config), ...inNetns(netns) };
 }
 
 /** The route-sync options the flags give. */
 export function routeSyncOptions(config: AgentConfig): RouteSyncOptions {
-  return {
-    syncPeriodMs: config.routing.injectedRoutesSyncPeriodMs,
-    // The routes an earlier run left stay as long as BGP peers keep this node's routes through a restart.
-    adoptionGraceMs: config.routing.bgp.gracefulRestartTimeMs,
-    enableIpv4: config.ipFamilies.ipv4,
-    enableIpv6: config.ipFamilies.ipv6,
-  };
+  return flagOptions('route-sync', config);
 }
 
-/** The routing-bgp options the flags give; kube-router's "unset" values (0, "") keep the plugin's defaults. */
+/** The routing-bgp options the flags give, with the external peers and the CNI file. */
 export function routingBgpOptions(config: AgentConfig): RoutingBgpOptions {
   const { routing } = config;
   return {
-    syncPeriodMs: routing.syncPeriodMs,
-    bgpPort: routing.bgp.port,
-    holdTimeSeconds: Math.round(routing.bgp.holdTimeMs / 1000),
-    ...(routing.routerId !== '' && { routerId: routing.routerId as RoutingBgpOptions['routerId'] }),
-    ...(routing.clusterAsn !== 0 && { clusterAsn: routing.clusterAsn }),
-    nodesFullMesh: routing.nodesFullMesh,
-    enableIpv4: config.ipFamilies.ipv4,
-    enableIpv6: config.ipFamilies.ipv6,
-    enableIbgp: routing.enableIbgp,
-    advertisePodCidr: routing.advertisePodCidr,
-    advertiseClusterIp: routing.advertiseClusterIp,
-    advertiseExternalIp: routing.advertiseExternalIp,
-    advertiseLoadBalancerIp: routing.advertiseLoadBalancerIp,
-    // kube-router's svcip validator filters the router's announcements as well as the proxy's services.
-    strictExternalIpValidation: config.proxy.strictExternalIpValidation,
-    serviceExternalIpRanges: config.services.externalIpRanges,
-    loadBalancerIpRanges: config.proxy.loadBalancerIpRanges,
-    serviceClusterIpRanges: config.services.clusterIpRanges,
-    overrideNextHop: routing.overrideNextHop,
-    enablePodEgress: routing.enablePodEgress,
-    enableCni: routing.enableCni,
-    autoMtu: routing.autoMtu,
+    ...flagOptions('routing-bgp', config),
     // Read only with --enable-cni, as kube-router reads it: a stale value must not refuse an agent that ignores it.
     ...(routing.enableCni && routing.cniConfFile !== undefined && { cniConfFile: routing.cniConfFile }),
-    ...(routing.gobgpAdmin.address !== '' && { gobgpAdminAddress: routing.gobgpAdmin.address }),
-    gobgpAdminPort: routing.gobgpAdmin.port,
     peerRouters: usablePeerRouters(routing.peers),
-    peerMultihopTtl: routing.peers.multihopTtl,
-    gracefulRestart: routing.bgp.gracefulRestart,
-    gracefulRestartTimeSeconds: Math.round(routing.bgp.gracefulRestartTimeMs / 1000),
-    gracefulRestartDeferralTimeSeconds: Math.round(routing.bgp.gracefulRestartDeferralTimeMs / 1000),
   };
 }
 
@@ -157,13 +105,13 @@ function usablePeerRouters(flags: AgentConfig['routing']['peers']): NonNullable<
   return peerRouters;
 }
 
-/** The flag that enables each feature, for messages. */
-export const FEATURE_FLAGS: Readonly<Record<Feature, string>> = {
-  firewall: '--run-firewall',
-  'service-proxy': '--run-service-proxy',
-  router: '--run-router',
-  loadbalancer: '--run-loadbalancer',
-};
+/** The flag that enables each feature (the one whose field is `features.<feature>`), for messages. */
+export const FEATURE_FLAGS: Readonly<Record<Feature, string>> = Object.fromEntries(
+  FEATURES.map((feature) => {
+    const entry = Object.entries(FLAGS as Record<string, FlagDefinition>).find(([, d]) => d.config === `features.${feature}`);
+    return [feature, `--${entry?.[0]}`];
+  }),
+) as Record<Feature, string>;
 
 export class MissingFeatureError extends Error {
   readonly features: readonly Feature[];

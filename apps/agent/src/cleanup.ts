@@ -2,7 +2,8 @@ import type { Logger } from 'pino';
 import { JoinedSyncError, type SyncFailure } from '@kube-router/controller';
 import { AssemblyError, orderAssembly, parsePluginOptions, type PluginEntry } from './assembly.js';
 import type { PluginCatalog, PluginFactory } from './catalog.js';
-import { FEATURES, type AgentConfig } from './flags.js';
+import type { AgentConfig } from './config.js';
+import { FEATURES } from './flags.js';
 
 export interface CleanupReport {
   /** Plugins whose cleanup ran and succeeded, in the order they ran. */

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { routingBgpPlugin } from '@kube-router/routing-bgp';
 import { routingBgpOptions } from './catalog.js';
-import { parseFlags, type AgentConfig } from './flags.js';
+import type { AgentConfig } from './config.js';
+import { parseFlags } from './parse-flags.js';
 
 function config(argv: string[], env: NodeJS.ProcessEnv = {}): AgentConfig {
   const result = parseFlags(argv, env);

@@ -6,7 +6,8 @@ import { parseAllDocuments } from 'yaml';
 import { KUBE_ROUTER_CHANGE_ME_ARGS, KUBE_ROUTER_DAEMONSETS } from '@kube-router/testkit';
 import { planAssembly } from './assembly.js';
 import { defaultCatalog, FEATURE_FLAGS, pluginsForConfig, type PluginCatalog } from './catalog.js';
-import { FEATURES, FLAGS, parseFlags, type FlagDefinition, type FlagName } from './flags.js';
+import { FEATURES, FLAGS, type FlagDefinition, type FlagName } from './flags.js';
+import { parseFlags } from './parse-flags.js';
 import { EXIT, runCli } from './run-cli.js';
 
 const repo = fileURLToPath(new URL('../../../', import.meta.url));

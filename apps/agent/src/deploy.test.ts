@@ -6,7 +6,8 @@ import { AgentMetrics } from '@kube-router/metrics';
 import { formatGoDuration } from './duration.js';
 import { DEFAULT_GOBGP_PROTO_DIR } from '@kube-router/routing-bgp';
 import { defaultCatalog, pluginsForConfig } from './catalog.js';
-import { FLAGS, helpText, parseFlags, type FlagDefinition } from './flags.js';
+import { FLAGS, type FlagDefinition } from './flags.js';
+import { helpText, parseFlags } from './parse-flags.js';
 import { hasTool, run } from './testing/support.js';
 
 const repo = fileURLToPath(new URL('../../../', import.meta.url));

@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
-import { FEATURES, FLAGS, type AgentConfig, type Feature, type FlagDefinition, type FlagName, type FlagValues } from './flags.js';
+import type { AgentConfig } from './config.js';
+import { FEATURES, FLAGS, type Feature, type FlagDefinition, type FlagName, type FlagValues } from './flags.js';
 import { FEATURE_FLAGS, type PluginCatalog } from './catalog.js';
 import { formatGoDuration } from './duration.js';
 

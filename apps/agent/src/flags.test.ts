@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { LBALLOC_CONTROLLER } from '@kube-router/lballoc';
 import { NETPOL_CONTROLLER } from '@kube-router/netpol-iptables';
-import { FLAGS, helpText, parseFlags, type AgentConfig, type FlagDefinition, type FlagName } from './flags.js';
+import type { AgentConfig } from './config.js';
+import { FLAGS, type FlagDefinition, type FlagName } from './flags.js';
+import { helpText, parseFlags } from './parse-flags.js';
 import { MissingFeatureError, pluginsForConfig, type PluginCatalog } from './catalog.js';
 import { unsupportedSettings } from './feature-support.js';
 import { testPlugin } from './testing/test-plugins.js';

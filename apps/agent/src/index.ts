@@ -5,13 +5,15 @@ export {
   FEATURE_FLAGS,
   firewallOptions,
   firewallPlugins,
+  flagOptions,
   MissingFeatureError,
   nftablesFirewallOptions,
   pluginsForConfig,
 } from './catalog.js';
 export { environmentFor, kubeEnvironment } from './kube-environment.js';
 export { connectToCluster } from './cluster.js';
-export { FEATURES, FLAGS, helpText, parseFlags } from './flags.js';
+export { FEATURES, FLAGS } from './flags.js';
+export { helpText, parseFlags } from './parse-flags.js';
 export { unsupportedSettings } from './feature-support.js';
 export { cleanupAll } from './cleanup.js';
 export { EXIT, runCli } from './run-cli.js';
@@ -21,7 +23,17 @@ export type { Agent, CreateAgentInput, ServiceEntry, StopReport } from './agent.
 export type { PluginEntry } from './assembly.js';
 export type { ClusterConnection, ClusterConnectionOptions } from './cluster.js';
 export type { PluginCatalog, PluginFactory } from './catalog.js';
-export type { AgentConfig, Feature, FlagDefinition, FlagName, FlagsResult, FlagValues, LogFormat } from './flags.js';
+export type { AgentConfig } from './config.js';
+export type {
+  Feature,
+  FlagDefinition,
+  FlagName,
+  FlagOptionTargets,
+  FlagValues,
+  LogFormat,
+  OptionTarget,
+} from './flags.js';
+export type { FlagsResult } from './parse-flags.js';
 export type { Unsupported } from './feature-support.js';
 export type { CleanupReport } from './cleanup.js';
 export type { AgentOptions, ListenAddress, MetricsListenAddress, ResolvedAgentOptions } from './options.js';

@@ -4,7 +4,7 @@ import { createKubeContext, loadKubeConfig } from '@kube-router/kube';
 import { AgentMetrics } from '@kube-router/metrics';
 import { startApiServer } from '@kube-router/testkit';
 import { environmentFor } from './kube-environment.js';
-import { parseFlags } from './flags.js';
+import { parseFlags } from './parse-flags.js';
 
 describe('environmentFor', () => {
   it('waits for the caches with --cache-sync-timeout=720h instead of failing at once with a false timeout', async () => {

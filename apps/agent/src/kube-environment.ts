@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { MAX_TIMER_DELAY_MS } from '@kube-router/controller';
 import { createKubeContext, KubeServices, loadKubeConfig, type KubeContext } from '@kube-router/kube';
 import type { AgentMetrics } from '@kube-router/metrics';
-import type { AgentConfig } from './flags.js';
+import type { AgentConfig } from './config.js';
 import type { AgentEnvironment } from './run-cli.js';
 
 /**

@@ -1,6 +1,6 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
 import pretty from 'pino-pretty';
-import type { AgentConfig } from './flags.js';
+import type { AgentConfig } from './config.js';
 
 /**
  * The agent's logger: JSON lines by default (what log collectors parse), or pino-pretty's readable lines with

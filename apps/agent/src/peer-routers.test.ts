@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { proxyIpvsPlugin } from '@kube-router/proxy-ipvs';
 import { routingBgpPlugin } from '@kube-router/routing-bgp';
 import { proxyOptions, routingBgpOptions } from './catalog.js';
-import { parseFlags, type AgentConfig } from './flags.js';
+import type { AgentConfig } from './config.js';
+import { parseFlags } from './parse-flags.js';
 import { peerRoutersOfFlags } from './peer-routers.js';
 
 const b64 = (text: string) => Buffer.from(text).toString('base64');

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { peersFromLists, type PeerListName, type RoutingBgpOptions } from '@kube-router/routing-bgp';
-import type { AgentConfig } from './flags.js';
+import type { AgentConfig } from './config.js';
 
 type PeerRouterFlags = Omit<AgentConfig['routing']['peers'], 'multihopTtl'>;
 

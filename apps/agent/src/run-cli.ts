@@ -7,8 +7,9 @@ import { AssemblyError } from './assembly.js';
 import { registerBuildInfo } from './build-info.js';
 import { defaultCatalog, MissingFeatureError, pluginsForConfig, type PluginCatalog } from './catalog.js';
 import { cleanupAll } from './cleanup.js';
+import type { AgentConfig } from './config.js';
 import { unsupportedSettings } from './feature-support.js';
-import { parseFlags, type AgentConfig } from './flags.js';
+import { parseFlags } from './parse-flags.js';
 import { createLogger } from './logging.js';
 import { guardProcess } from './process-guard.js';
 

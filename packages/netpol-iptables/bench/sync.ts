@@ -14,33 +14,18 @@ import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { addNetns, deleteNetns, ExecRunner } from '@kube-router/netfilter';
+import { benchClock, inNetns, metricSum, startScheduler, startTestEnforcer } from '@kube-router/netpol-testing';
+import type { HarnessEnforcer as TestEnforcer } from '@kube-router/netpol-testing';
 import { startApiServer } from '@kube-router/testkit';
 import type { ApiServer } from '@kube-router/testkit';
 import { reportBench } from '@kube-router/testkit/bench';
 import { NETPOL_BENCH_CLUSTER, benchFirstRule, benchLabelChange, benchPolicy, median, seedNetpolBenchCluster } from '@kube-router/testkit/netpol-conformance';
 import { ruleSetKey } from '@kube-router/netpol';
 import { peerPodSetName } from '../src/names.js';
-import { startTestEnforcer } from '../src/testing/enforcer.js';
-import type { TestEnforcer } from '../src/testing/enforcer.js';
+import { iptablesBackend } from '../src/testing/backend.js';
 
 const run = promisify(execFile);
 const { node: NODE } = NETPOL_BENCH_CLUSTER;
-
-async function metricSum(enforcer: TestEnforcer, name: string): Promise<number> {
-  const metric = enforcer.metrics.registry.getSingleMetric(name);
-  const values = (await metric?.get())?.values ?? [];
-  return values.find((value) => (value as { metricName?: string }).metricName === `${name}_sum`)?.value ?? 0;
-}
-
-async function inNetns(netns: string, command: string, args: string[], input?: string): Promise<string> {
-  if (input === undefined) return (await run('ip', ['netns', 'exec', netns, command, ...args], { maxBuffer: 1 << 28 })).stdout;
-  return new Promise((resolve, reject) => {
-    const child = execFile('ip', ['netns', 'exec', netns, command, ...args], { maxBuffer: 1 << 28 }, (error, stdout) =>
-      error ? reject(error) : resolve(stdout),
-    );
-    child.stdin?.end(input);
-  });
-}
 
 async function inSet(netns: string, set: string, ip: string): Promise<boolean> {
   try {
@@ -79,15 +64,7 @@ async function labelChangeToEnforced(api: ApiServer, netns: string, policyCount:
   return samples;
 }
 
-/** Starts the event-driven loop and lets its initial sync (a full re-read of the kernel) pass before measuring. */
-async function startScheduler(enforcer: TestEnforcer): Promise<void> {
-  enforcer.scheduler.start();
-  while (enforcer.scheduler.syncs < 1) await new Promise((resolve) => setTimeout(resolve, 10));
-}
-
-const benchStart = performance.now();
-const step = (what: string) => console.error(`[${((performance.now() - benchStart) / 1000).toFixed(1)} s] ${what}`);
-const ms = (value: number) => `${value.toFixed(0)} ms`;
+const { step, ms } = benchClock();
 
 async function main(): Promise<void> {
   const runner = new ExecRunner();
@@ -106,6 +83,7 @@ async function main(): Promise<void> {
     for (let k = 0; k < 500; k++) api.create(benchPolicy(k) as never);
 
     enforcer = await startTestEnforcer(
+      iptablesBackend,
       { kubeconfig, nodeName: NODE, netns },
       { options: { minSyncIntervalMs: 50, syncTimeoutMs: 300_000 }, scheduler: false },
     );
@@ -132,6 +110,7 @@ async function main(): Promise<void> {
     await inNetns(netns, 'ipset', ['destroy']);
 
     enforcer = await startTestEnforcer(
+      iptablesBackend,
       { kubeconfig, nodeName: NODE, netns },
       { options: { minSyncIntervalMs: 50, syncTimeoutMs: 300_000 }, scheduler: false },
     );

@@ -1,7 +1,4 @@
-import { runNetpolConformanceSuite } from '@kube-router/testkit/netpol-conformance';
-import { startIptablesEnforcer } from './testing/enforcer.js';
-import { missingForRealTests, testRunId } from './testing/world.js';
+import { runNetpolBackendConformance } from '@kube-router/netpol-testing';
+import { iptablesBackend } from './testing/backend.js';
 
-const missing = missingForRealTests();
-
-runNetpolConformanceSuite({ name: 'iptables', startEnforcer: startIptablesEnforcer, runId: testRunId(), ...(missing ? { skip: missing } : {}) });
+runNetpolBackendConformance(iptablesBackend);

@@ -5,7 +5,8 @@ import { RecordingRunner } from '@kube-router/netfilter';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { NetpolSources } from '@kube-router/netpol';
-import { createNetpolController } from './controller.js';
+import { createNetpolController } from '@kube-router/netpol';
+import { createIptablesDataplane } from './dataplane.js';
 import { netpolIptablesOptions } from './options.js';
 
 const COMMAND_TIMEOUT_MS = 300;
@@ -46,7 +47,7 @@ describe('a hanging iptables-restore', () => {
       services: new ServiceRegistry(),
     };
     const options = netpolIptablesOptions.parse({ enableIpv6: true, commandTimeoutMs: COMMAND_TIMEOUT_MS, syncTimeoutMs: 0 });
-    const controller = createNetpolController(ctx, { sources, runner }, options);
+    const controller = createNetpolController(ctx, { sources }, options, createIptablesDataplane(ctx, options, runner));
 
     const started = performance.now();
     const outcome = await controller.runObservedSync('initial');

@@ -1,34 +1,23 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { policyChainName } from '@kube-router/netpol';
+import { missingForRealTests, runNetpolKernelSuite, startWorld } from '@kube-router/netpol-testing';
+import type { World } from '@kube-router/netpol-testing';
 import { mismatches } from '@kube-router/testkit/netpol-conformance';
-import { missingForRealTests, startWorld, type World } from './testing/world.js';
+import { iptablesBackend } from './testing/backend.js';
 
-const missing = missingForRealTests();
+runNetpolKernelSuite(iptablesBackend);
 
-/** The kernel applier's own guarantees, on a fresh lab node each: what it adopts, what it leaves, where it jumps. */
-describe.skipIf(missing !== undefined)('kernel state owned by netpol-iptables', () => {
+const missing = missingForRealTests(iptablesBackend);
+
+/** What only this backend has to guarantee, on a fresh lab node each: the filter table it shares, where it jumps. */
+describe.skipIf(missing !== undefined)('the filter table netpol-iptables shares', () => {
   let world: World | undefined;
   afterEach(async () => {
     await world?.close();
     world = undefined;
   }, 60_000);
 
-  it('programs a rule that allows everything on the first sync of an empty kernel, failing nothing closed', async () => {
-    world = await startWorld();
-    world.labelNamespace('web', {});
-    await world.lab.addPod({ namespace: 'web', name: 'server', labels: { app: 'server' }, ports: [{ port: 80 }] });
-    await world.lab.addPod({ namespace: 'web', name: 'client', labels: { app: 'client' }, ports: [{ port: 80 }] });
-    world.policy('web', 'allow-all', { podSelector: {}, ingress: [{}] });
-    const enforcer = await world.start({ scheduler: false });
-    const outcome = await enforcer.syncNow();
-    expect(outcome.ok, String(outcome.error)).toBe(true);
-    const failed = (await enforcer.metrics.registry.getSingleMetric('kube_router_netpol_failed_policies')?.get())?.values[0]?.value;
-    expect(failed).toBe(0);
-    expect(await mismatches(world.lab, [{ from: 'web/client', to: 'web/server', port: 80, open: true }])).toEqual([]);
-  }, 90_000);
-
   it("leaves other controllers' KUBE-ROUTER-* chains alone, even when they look stale", async () => {
-    world = await startWorld();
+    world = await startWorld(iptablesBackend);
     for (const tool of ['iptables', 'ip6tables']) {
       await world.inNode(tool, ['-N', 'KUBE-ROUTER-SERVICES']);
       await world.inNode(tool, ['-A', 'KUBE-ROUTER-SERVICES', '-p', 'tcp', '--dport', '7', '-j', 'ACCEPT']);
@@ -47,7 +36,7 @@ describe.skipIf(missing !== undefined)('kernel state owned by netpol-iptables', 
   }, 90_000);
 
   it('moves its jumps back to rule 1 when another tool inserts an ACCEPT ahead of them', async () => {
-    world = await startWorld();
+    world = await startWorld(iptablesBackend);
     world.labelNamespace('web', {});
     await world.lab.addPod({ namespace: 'web', name: 'server', labels: { app: 'server' }, ports: [{ port: 80 }] });
     await world.lab.addPod({ namespace: 'web', name: 'client', labels: { app: 'client' }, ports: [{ port: 80 }] });
@@ -69,27 +58,5 @@ describe.skipIf(missing !== undefined)('kernel state owned by netpol-iptables', 
     expect(forward.filter((line) => line.endsWith('-j KUBE-ROUTER-FORWARD'))).toHaveLength(1);
     expect(forward).toContain('-A FORWARD -m comment --comment "another tool" -j ACCEPT');
     expect(await mismatches(world.lab, blocked)).toEqual([]);
-  }, 90_000);
-
-  it('still programs new policies when a stale chain cannot be deleted, and reports that chain', async () => {
-    world = await startWorld();
-    world.labelNamespace('web', {});
-    await world.lab.addPod({ namespace: 'web', name: 'server', labels: { app: 'server' }, ports: [{ port: 80 }] });
-    await world.lab.addPod({ namespace: 'web', name: 'client', labels: { app: 'client' }, ports: [{ port: 80 }] });
-    world.policy('web', 'old', { podSelector: { matchLabels: { app: 'server' } }, ingress: [{}] });
-    const enforcer = await world.start({ scheduler: false });
-    expect((await enforcer.syncNow()).ok).toBe(true);
-    // Another tool jumps to our policy chain: the kernel will refuse to delete it once the policy is gone.
-    const oldChain = policyChainName('web/old', 'ingress', 'ipv4');
-    await world.inNode('iptables', ['-N', 'OTHER-TOOL']);
-    await world.inNode('iptables', ['-A', 'OTHER-TOOL', '-j', oldChain]);
-
-    world.deletePolicy('web', 'old');
-    world.policy('web', 'deny-server', { podSelector: { matchLabels: { app: 'server' } }, policyTypes: ['Ingress'] });
-    const outcome = await enforcer.syncNow();
-    expect(outcome.ok).toBe(false);
-    expect(String(outcome.error)).toContain(`stale-chains/ipv4/${oldChain}`);
-    expect(await mismatches(world.lab, [{ from: 'web/client', to: 'web/server', port: 80, open: false }])).toEqual([]);
-    expect(await world.inNode('iptables-save', ['-t', 'filter'])).toContain(`-A OTHER-TOOL -j ${oldChain}`);
   }, 90_000);
 });

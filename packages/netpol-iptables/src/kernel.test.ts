@@ -3,39 +3,45 @@ import type { CommandSpec } from '@kube-router/netfilter';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { KernelApplier } from './kernel.js';
-import type { DesiredState } from './kernel.js';
+import type { NodeRender } from './kernel.js';
 import { TEMP_SET, targetSetName } from './names.js';
-import { policyChainName } from '@kube-router/netpol';
+import { TwoPhaseApply, policyChainName } from '@kube-router/netpol';
 import { renderNode } from './render-node.js';
 import { renderPolicy } from './render-policy.js';
-import { compileNetworkPolicies } from '@kube-router/netpol';
+import type { PolicyRender } from './render-policy.js';
 import type { NetworkPolicyLike } from '@kube-router/netpol';
-import { fixturePolicy as policy, smallClusterInput } from '@kube-router/testkit/netpol-conformance';
-import type { FixturePod } from '@kube-router/testkit/netpol-conformance';
-
-const smallCluster = (policies: readonly NetworkPolicyLike[], extraPods: readonly FixturePod[] = []) =>
-  compileNetworkPolicies(smallClusterInput(policies, extraPods));
+import { compileSmallCluster } from '@kube-router/netpol-testing';
+import { fixturePolicy as policy } from '@kube-router/testkit/netpol-conformance';
 
 // A fake runner beside the real tests of the same path (netpol.real.test.ts, restart.real.test.ts): here the point
 // is exactly which chains and sets each sync writes.
 const NODE_OPTIONS = { defaultDeny: false, isolateUnselectedPods: false, serviceClusterIpRanges: [], serviceExternalIpRanges: [], nodePortRange: '30000-32767' };
 
-function desiredFor(policies: Parameters<typeof smallCluster>[0]): DesiredState {
-  const model = smallCluster(policies);
+/** What one sync wants in the kernel: the policies, and the node rendered for the policies that failed. */
+interface DesiredState {
+  readonly policies: readonly PolicyRender[];
+  renderNode(failed: ReadonlySet<string>): NodeRender;
+}
+
+function desiredFor(policies: readonly NetworkPolicyLike[]): DesiredState {
+  const model = compileSmallCluster(policies);
   return {
     policies: model.policies.map((compiled) => renderPolicy(compiled, ['ipv4'])),
-    renderNode: (family, failed) => renderNode(model, family, NODE_OPTIONS, failed),
+    renderNode: (failed) => ({ ipv4: { chains: renderNode(model, 'ipv4', NODE_OPTIONS, failed) } }),
   };
 }
 
-function applier(runner: RecordingRunner): KernelApplier {
+/** An applier that `apply` syncs as the controller does: its two phases, the node rendered between them. */
+function applier(runner: RecordingRunner) {
   const lock = new Mutex();
-  return new KernelApplier({
+  const kernel = new KernelApplier({
     families: ['ipv4'],
     iptables: { ipv4: new Iptables({ runner, family: 'ipv4', lock }) },
     ipset: new Ipset({ runner, lock: new Mutex() }),
     logger: pino({ level: 'silent' }),
   });
+  const phases = new TwoPhaseApply();
+  return Object.assign(kernel, { apply: async (desired: DesiredState) => (await phases.run(kernel, desired.policies, desired.renderNode)).node });
 }
 
 const a = policy('web/a', { podSelector: { matchLabels: { app: 'server' } }, ingress: [{ from: [{ podSelector: {} }] }] });

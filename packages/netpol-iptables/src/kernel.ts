@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto';
-import type { IpFamily } from '@kube-router/netpol';
+import { PhaseHandOff } from '@kube-router/netpol';
+import type { IpFamily, PoliciesApplied } from '@kube-router/netpol';
 import { IpsetScript, renderIptablesRestore } from '@kube-router/netfilter';
 import type { Ipset, Iptables, SavedRule } from '@kube-router/netfilter';
 import type { Logger } from 'pino';
@@ -9,18 +10,19 @@ import type { PolicyRender } from './render-policy.js';
 import { comment, ipset, setDigest } from './rules.js';
 import type { ChainRender, SetRender } from './rules.js';
 
-/** What one sync wants in the kernel. */
-export interface DesiredState {
-  readonly policies: readonly PolicyRender[];
-  /** The node's chains given the policies that could not be programmed (their targets then fail closed). */
-  renderNode(family: IpFamily, failedPolicies: ReadonlySet<string>): ChainRender[];
+/** The node's objects of one family: what does not belong to one policy. */
+export interface NodeFamilyRender {
+  /** The top-level, shared, tail and pod chains. */
+  readonly chains: readonly ChainRender[];
   /**
-   * Sets of the node, not of a policy (the local pods of --netpol-default-deny): created empty before the node
-   * chains that match on them, filled once those chains are in place, so that a pod enters them only when its rules
-   * are programmed.
+   * The local pods set of --netpol-default-deny: created empty before the node chains that match on it, filled once
+   * they are in place, so that a pod enters it only when its rules are programmed.
    */
-  readonly nodeSets?: readonly SetRender[];
+  readonly localPods?: SetRender;
 }
+
+/** The node's objects, per enabled family. */
+export type NodeRender = Readonly<Partial<Record<IpFamily, NodeFamilyRender>>>;
 
 export interface ApplyResult {
   /** Policies whose sets or chains the kernel refused, with why; their targets were failed closed. */
@@ -31,10 +33,21 @@ export interface ApplyResult {
   readonly setFailures: ReadonlyMap<string, unknown>;
   /** Stale chains the kernel would not delete, by `<family>/<names>`; retried next sync. */
   readonly chainFailures: ReadonlyMap<string, unknown>;
+  /** Every family's node chains are in place as rendered. */
+  readonly enforcing: boolean;
   readonly chainsWritten: number;
   readonly setsWritten: number;
   readonly chainsDeleted: number;
   readonly setsDestroyed: number;
+}
+
+/** What the policies' phase of an apply leaves for the node's phase. */
+interface PendingApply {
+  readonly policies: readonly PolicyRender[];
+  readonly failed: Map<string, unknown>;
+  readonly nodeFailures: Map<IpFamily, unknown>;
+  chainsWritten: number;
+  setsWritten: number;
 }
 
 export interface KernelTimings {
@@ -63,7 +76,8 @@ export interface KernelApplierOptions {
 }
 
 /**
- * Keeps our chains and sets in the kernel equal to the desired state while writing only what changed. It remembers
+ * Keeps our chains and sets in the kernel equal to the rendered ones while writing only what changed, in a sync's two
+ * phases (TwoPhaseKernel): applyPolicies, then applyNode with the node rendered for the policies the first refused. It remembers
  * the digest of every chain and set it wrote; `refresh` re-reads the kernel (at start, periodically, after a
  * failure), so that a restarted agent adopts the objects in place (sets whose members already match are not
  * rewritten) and drift is repaired. Nothing is ever flushed up front: every write replaces a chain atomically with
@@ -80,6 +94,8 @@ export class KernelApplier {
   readonly #released = new Set<IpFamily>();
   #tempSetExists = false;
   #fresh = false;
+  /** Between a sync's two phases: what applyPolicies did, for applyNode. */
+  readonly #pending = new PhaseHandOff<PendingApply>();
   /** Per family, the chains the last read-back found changed in place: once written again, they are read at once. */
   readonly #changedInPlace = new Map<IpFamily, Set<string>>();
   /** Chains changed in place and written again since, to be read back at the end of the apply (#recordRepaired). */
@@ -171,71 +187,78 @@ export class KernelApplier {
     this.#fresh = true;
   }
 
-  async apply(desired: DesiredState, progress: () => void = () => undefined): Promise<ApplyResult> {
+  /**
+   * The policies' phase of a sync: their sets (new sets exist before rules use them), the shared chains (a rule that
+   * allows everything jumps to the default chain, so it must exist before the first policy chain on an empty
+   * kernel), then the policy chains, which nothing jumps to yet. Resolves with the policies the kernel refused.
+   */
+  async applyPolicies(policies: readonly PolicyRender[], _node?: NodeRender, progress: () => void = () => undefined): Promise<PoliciesApplied> {
+    this.#pending.clear();
     if (!this.#fresh) await this.refresh();
-    const failed = new Map<string, unknown>();
-    const nodeFailures = new Map<IpFamily, unknown>();
-    let chainsWritten = 0;
-    let setsWritten = 0;
-    let chainsDeleted = 0;
+    const apply: PendingApply = { policies, failed: new Map(), nodeFailures: new Map(), chainsWritten: 0, setsWritten: 0 };
     const families = this.#options.families;
-
-    // 1. Sets first: the chains written next may refer to new sets.
     for (const family of families) {
       const changed: { owner: string; set: SetRender }[] = [];
-      for (const policy of desired.policies) {
+      for (const policy of policies) {
         for (const set of policy.families[family]?.sets ?? []) {
           if (this.#sets.get(set.spec.name) !== set.digest) changed.push({ owner: policy.id, set });
         }
       }
       if (changed.length === 0) continue;
-      setsWritten += await this.#writeSets(family, changed, failed);
+      apply.setsWritten += await this.#writeSets(family, changed, apply.failed);
       progress();
     }
-
-    // 2. The shared chains first (a rule that allows everything jumps to the default chain), then the policy chains;
-    //    nothing jumps to a new policy chain before step 3.
     for (const family of families) {
       const applied = this.#chains.get(family);
       const shared = renderSharedChains(family).filter((chain) => applied?.get(chain.name)?.digest !== chain.digest);
       if (shared.length === 0) continue;
       try {
         await this.#restoreChains(family, shared);
-        chainsWritten += shared.length;
+        apply.chainsWritten += shared.length;
       } catch (error) {
-        nodeFailures.set(family, error);
+        apply.nodeFailures.set(family, error);
         this.#fresh = false;
       }
     }
     for (const family of families) {
       const changed: { owner: string; chain: ChainRender }[] = [];
-      for (const policy of desired.policies) {
-        if (failed.has(policy.id)) continue;
+      for (const policy of policies) {
+        if (apply.failed.has(policy.id)) continue;
         for (const chain of policy.families[family]?.chains ?? []) {
           if (this.#chains.get(family)?.get(chain.name)?.digest !== chain.digest) changed.push({ owner: policy.id, chain });
         }
       }
       if (changed.length === 0) continue;
-      chainsWritten += await this.#writePolicyChains(family, changed, failed);
+      apply.chainsWritten += await this.#writePolicyChains(family, changed, apply.failed);
       progress();
     }
+    this.#pending.hand(apply);
+    return { failedPolicies: apply.failed };
+  }
 
-    const nodeSets = desired.nodeSets ?? [];
+  /**
+   * The node's phase, after applyPolicies: the local pods sets declared empty, then per family one transaction with
+   * the node chains and the jumps from the built-in chains, then stale chains in one of their own; the local pods
+   * sets filled; stale sets destroyed once no rule refers to them.
+   */
+  async applyNode(node: NodeRender, progress: () => void = () => undefined): Promise<ApplyResult> {
+    const apply = this.#pending.take();
+    const { failed, nodeFailures } = apply;
+    const families = this.#options.families;
+    const localPods = families.flatMap((family) => node[family]?.localPods ?? []);
     await this.#writeNodeSets(
-      nodeSets.filter((set) => !this.#sets.has(set.spec.name)).map((set) => ipset(set.spec, [])),
+      localPods.filter((set) => !this.#sets.has(set.spec.name)).map((set) => ipset(set.spec, [])),
       nodeFailures,
     );
-
-    // 3. Node chains and the jumps from the built-in chains in one transaction per family, then stale chains.
-    const failedIds = new Set(failed.keys());
+    let chainsDeleted = 0;
     const chainFailures = new Map<string, unknown>();
     for (const family of families) {
       try {
         chainsDeleted += await this.#writeNodeChains(
           family,
-          desired,
-          failedIds,
-          (written) => (chainsWritten += written),
+          node[family]?.chains ?? [],
+          apply.policies,
+          (written) => (apply.chainsWritten += written),
           chainFailures,
         );
       } catch (error) {
@@ -244,12 +267,10 @@ export class KernelApplier {
       }
       progress();
     }
+    if (nodeFailures.size === 0) await this.#writeNodeSets(localPods, nodeFailures);
 
-    if (nodeFailures.size === 0) await this.#writeNodeSets(nodeSets, nodeFailures);
-
-    // 4. Stale sets, once no rule refers to them.
     const setFailures = new Map<string, unknown>();
-    const setsDestroyed = nodeFailures.size === 0 ? await this.#destroyStaleSets(desired, setFailures) : 0;
+    const setsDestroyed = nodeFailures.size === 0 ? await this.#destroyStaleSets(apply.policies, localPods, setFailures) : 0;
     if (failed.size > 0 || setFailures.size > 0 || chainFailures.size > 0) this.#fresh = false;
     await this.#recordRepaired();
     return {
@@ -257,8 +278,9 @@ export class KernelApplier {
       nodeFailures,
       setFailures,
       chainFailures,
-      chainsWritten,
-      setsWritten,
+      enforcing: nodeFailures.size === 0,
+      chainsWritten: apply.chainsWritten,
+      setsWritten: apply.setsWritten,
       chainsDeleted,
       setsDestroyed,
     };
@@ -353,15 +375,14 @@ export class KernelApplier {
 
   async #writeNodeChains(
     family: IpFamily,
-    desired: DesiredState,
-    failedPolicies: ReadonlySet<string>,
+    nodeChains: readonly ChainRender[],
+    policies: readonly PolicyRender[],
     countWritten: (written: number) => void,
     staleFailures: Map<string, unknown>,
   ): Promise<number> {
     const applied = this.#chains.get(family) as Map<string, AppliedChain>;
-    const nodeChains = desired.renderNode(family, failedPolicies);
     const wanted = new Set(nodeChains.map((chain) => chain.name));
-    for (const policy of desired.policies) for (const chain of policy.families[family]?.chains ?? []) wanted.add(chain.name);
+    for (const policy of policies) for (const chain of policy.families[family]?.chains ?? []) wanted.add(chain.name);
     const changed = nodeChains.filter((chain) => applied.get(chain.name)?.digest !== chain.digest);
     const stale = [...applied.keys()].filter((name) => !wanted.has(name));
     const jumps = this.#jumps.get(family) as Map<BuiltinChain, { position: number; spec: string }[]>;
@@ -438,9 +459,13 @@ export class KernelApplier {
     }
   }
 
-  async #destroyStaleSets(desired: DesiredState, failures: Map<string, unknown>): Promise<number> {
-    const wanted = new Set<string>((desired.nodeSets ?? []).map((set) => set.spec.name));
-    for (const policy of desired.policies) {
+  async #destroyStaleSets(
+    policies: readonly PolicyRender[],
+    nodeSets: readonly SetRender[],
+    failures: Map<string, unknown>,
+  ): Promise<number> {
+    const wanted = new Set<string>(nodeSets.map((set) => set.spec.name));
+    for (const policy of policies) {
       for (const family of this.#options.families) {
         for (const set of policy.families[family]?.sets ?? []) wanted.add(set.spec.name);
       }

@@ -1,22 +1,8 @@
-import {
-  COMMON_CHAIN,
-  DEFAULT_CHAIN,
-  DESTINATION_SET_PREFIX,
-  POD_CHAIN_PREFIX,
-  POLICY_CHAIN_PREFIX,
-  SOURCE_SET_PREFIX,
-  TAIL_CHAIN,
-  stableHash,
-} from '@kube-router/netpol';
+import { DESTINATION_SET_PREFIX, SOURCE_SET_PREFIX, TOP_CHAINS as BY_HOOK, ownChainPattern, ownSetPattern, stableHash } from '@kube-router/netpol';
 import type { Direction, IpFamily } from '@kube-router/netpol';
 
-
-/** Top-level chains, jumped to from the built-in chain of the same role. */
-export const TOP_CHAINS = {
-  INPUT: 'KUBE-ROUTER-INPUT',
-  FORWARD: 'KUBE-ROUTER-FORWARD',
-  OUTPUT: 'KUBE-ROUTER-OUTPUT',
-} as const;
+/** Top-level chains (kube-router's, by hook), jumped to from the built-in chain of the same role. */
+export const TOP_CHAINS = { INPUT: BY_HOOK.input, FORWARD: BY_HOOK.forward, OUTPUT: BY_HOOK.output } as const;
 export type BuiltinChain = keyof typeof TOP_CHAINS;
 export const BUILTIN_CHAINS = Object.keys(TOP_CHAINS) as BuiltinChain[];
 
@@ -75,20 +61,14 @@ export function namedPortSetName(
   return `${DESTINATION_SET_PREFIX}${stableHash('named-port', policyId, direction, rule, entry, family)}`;
 }
 
-const HASHED = '[0-9A-F]{16}';
-const OWN_CHAIN = new RegExp(
-  `^(?:${[...Object.values(TOP_CHAINS), COMMON_CHAIN, DEFAULT_CHAIN, TAIL_CHAIN].join('|')}|${POD_CHAIN_PREFIX}${HASHED}|${POLICY_CHAIN_PREFIX}${HASHED})$`,
-);
-const OWN_SET = new RegExp(`^(?:${SOURCE_SET_PREFIX}|${DESTINATION_SET_PREFIX})${HASHED}$`);
+const OWN_CHAIN = ownChainPattern();
+const OWN_SET = ownSetPattern([TEMP_SET, ...Object.values(LOCAL_PODS_SETS)]);
 
-/**
- * Only names this plugin makes: its exact fixed chains and prefix + hash. A prefix alone would claim other
- * controllers' chains (kube-router's proxy keeps KUBE-ROUTER-SERVICES in the filter table) and delete them as stale.
- */
+/** Only names this plugin makes (ownChainPattern): a prefix alone would claim other controllers' chains. */
 export function isOwnChain(name: string): boolean {
   return OWN_CHAIN.test(name);
 }
 
 export function isOwnSet(name: string): boolean {
-  return OWN_SET.test(name) || name === TEMP_SET || Object.values(LOCAL_PODS_SETS).includes(name);
+  return OWN_SET.test(name);
 }

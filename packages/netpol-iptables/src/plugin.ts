@@ -1,62 +1,40 @@
-import { definePlugin } from '@kube-router/controller';
 import type { ControllerPlugin } from '@kube-router/controller';
-import { KubeServices } from '@kube-router/kube';
-import { ExecRunner, iptablesBinary } from '@kube-router/netfilter';
-import type { CommandRunner } from '@kube-router/netfilter';
-import { informerSources, NETPOL_CONTROLLER, netpolFamilies } from '@kube-router/netpol';
-import { createNetpolController } from './controller.js';
+import { iptablesBinary } from '@kube-router/netfilter';
+import { defineNetpolPlugin, netpolFamilies } from '@kube-router/netpol';
+import type { NetpolPluginOverrides } from '@kube-router/netpol';
 import { removeIptablesNetpol } from './cleanup.js';
+import { createIptablesDataplane } from './dataplane.js';
 import { netpolIptablesOptions } from './options.js';
 import type { ResolvedNetpolIptablesOptions } from './options.js';
 
-export interface NetpolIptablesPluginOverrides {
-  /** Runs iptables and ipset; default an ExecRunner logging to the plugin's logger. */
-  readonly runner?: CommandRunner;
-}
+/** `runner` runs iptables and ipset instead of an ExecRunner. */
+export type NetpolIptablesPluginOverrides = NetpolPluginOverrides;
 
 /** A NetworkPolicy enforcer plugin; `overrides` exist for tests that must break the kernel tools on purpose. */
-export function createNetpolIptablesPlugin(
-  overrides: NetpolIptablesPluginOverrides = {},
-): ControllerPlugin<ResolvedNetpolIptablesOptions> {
-  return definePlugin({
-    name: NETPOL_CONTROLLER,
-    host: '^0.1.0',
-    options: netpolIptablesOptions,
-    // A test's runner stands in for the tools.
-    tools: (options) =>
-      overrides.runner
-        ? []
-        : [
-            'ipset',
-            ...netpolFamilies(options).flatMap((family) => [
-              iptablesBinary(family, options.iptablesBackend, 'save'),
-              iptablesBinary(family, options.iptablesBackend, 'restore'),
-            ]),
-          ],
-    create(ctx, options) {
-      const kube = ctx.services.get(KubeServices);
-      return createNetpolController(
-        ctx,
-        {
-          // The Node (its pod CIDRs) only matters to default deny; without it, node updates need not wake the loop.
-          sources: informerSources(kube, ctx.logger, options.defaultDeny ? ctx.nodeName : undefined),
-          runner: overrides.runner ?? new ExecRunner({ logger: ctx.logger }),
-        },
-        options,
-      );
+export function createNetpolIptablesPlugin(overrides: NetpolIptablesPluginOverrides = {}): ControllerPlugin<ResolvedNetpolIptablesOptions> {
+  return defineNetpolPlugin(
+    {
+      options: netpolIptablesOptions,
+      tools: (options) => [
+        'ipset',
+        ...netpolFamilies(options).flatMap((family) => [
+          iptablesBinary(family, options.iptablesBackend, 'save'),
+          iptablesBinary(family, options.iptablesBackend, 'restore'),
+        ]),
+      ],
+      createDataplane: createIptablesDataplane,
+      // --cleanup-config: our jumps, chains and ipsets, and the nftables backend's tables; nothing of anyone else's.
+      cleanup: (_ctx, options, runner) =>
+        removeIptablesNetpol({
+          runner,
+          families: netpolFamilies(options),
+          backend: options.iptablesBackend,
+          ...(options.netns === undefined ? {} : { netns: options.netns }),
+          timeoutMs: options.commandTimeoutMs,
+        }),
     },
-    // --cleanup-config: our jumps, chains and ipsets, and the nftables backend's tables; nothing of anyone else's.
-    async cleanup(ctx, options) {
-      const families = netpolFamilies(options);
-      await removeIptablesNetpol({
-        runner: overrides.runner ?? new ExecRunner({ logger: ctx.logger }),
-        families,
-        backend: options.iptablesBackend,
-        ...(options.netns === undefined ? {} : { netns: options.netns }),
-        timeoutMs: options.commandTimeoutMs,
-      });
-    },
-  });
+    overrides,
+  );
 }
 
 /** NetworkPolicy enforcement with iptables chains and ipsets, as kube-router's --run-firewall. */

@@ -1,7 +1,6 @@
-import ipaddr from 'ipaddr.js';
 import type { Direction, IpFamily, LocalPod, PolicyModel } from '@kube-router/netpol';
 import { ACCEPT_MARK, LOCAL_PODS_SETS, POLICY_MARK, TOP_CHAINS } from './names.js';
-import { COMMON_CHAIN, DEFAULT_CHAIN, NFLOG_GROUP, TAIL_CHAIN, podChainName, policyChainName } from '@kube-router/netpol';
+import { COMMON_CHAIN, DEFAULT_CHAIN, NFLOG_GROUP, TAIL_CHAIN, cidrFamily, podChainName, podChainPlan, podInComments, policyChainName } from '@kube-router/netpol';
 import { chain, comment, ipset } from './rules.js';
 import type { ChainRender, SetRender } from './rules.js';
 
@@ -119,20 +118,15 @@ function renderPodChain(
   options: NodeRenderOptions,
   failedPolicies: ReadonlySet<string>,
 ): string[] | undefined {
-  const state = pod[direction];
-  if (!state.isolated && !options.isolateUnselectedPods) return undefined;
-  const who = `POD name:${pod.name} namespace: ${pod.namespace}`;
-  const drop = (why: string) => [
+  const plan = podChainPlan(pod, direction, options.isolateUnselectedPods ?? false, failedPolicies);
+  if (!plan) return undefined;
+  const who = podInComments(pod);
+  const [log, reject] = [
     `${comment(`rule to log dropped traffic ${who}`)} -j NFLOG --nflog-group ${NFLOG_GROUP} -m limit --limit 10/minute --limit-burst 10`,
-    `${comment(`rule to REJECT traffic ${direction === 'ingress' ? 'destined for' : 'from'} ${who}: ${why}`)} -j REJECT`,
+    `${comment(`rule to REJECT traffic ${direction === 'ingress' ? 'destined for' : 'from'} ${who}: ${plan.why}`)} -j REJECT`,
   ];
   const common = `${comment('rule to drop invalid state and accept established traffic for pod')} -j ${COMMON_CHAIN}`;
-  const failed = state.failClosed || state.policies.some((id) => failedPolicies.has(id));
-  if (failed) {
-    // No new connection passes in this direction, whatever the broken policy meant to allow. Replies of connections
-    // the other direction allowed still flow: failing ingress closed must not cut the pod's own egress.
-    return [common, ...drop('a network policy selecting it could not be programmed')];
-  }
+  if (plan.failClosed) return [common, log, reject];
   const rules = [common, `-j MARK --set-mark 0/${POLICY_MARK.split('/')[1]}`];
   if (direction === 'ingress') {
     for (const ip of pod.ips[family]) {
@@ -141,11 +135,9 @@ function renderPodChain(
       );
     }
   }
-  for (const id of state.policies) {
+  for (const id of plan.policies) {
     rules.push(`${comment(`run through nw policy ${id}`)} -j ${policyChainName(id, direction, family)}`);
   }
-  const why = state.isolated ? 'no network policy allows it' : 'no network policy selects it (isolateUnselectedPods)';
-  const [log, reject] = drop(why) as [string, string];
   rules.push(
     `-m mark ! --mark ${POLICY_MARK} ${log}`,
     `-m mark ! --mark ${POLICY_MARK} ${reject}`,
@@ -186,14 +178,4 @@ function serviceExemptions(family: IpFamily, options: NodeRenderOptions): string
     rules.push(`${comment(`allow traffic to external IP range: ${range}`)} -d ${range} -j RETURN`);
   }
   return rules;
-}
-
-/** The family of a CIDR or address; throws a readable error for anything else. */
-export function cidrFamily(text: string): IpFamily {
-  try {
-    const address = text.includes('/') ? ipaddr.parseCIDR(text)[0] : ipaddr.parse(text);
-    return address.kind();
-  } catch {
-    throw new RangeError(`not a CIDR: ${JSON.stringify(text)}`);
-  }
 }

@@ -3,19 +3,13 @@ import { ipsetNetElements } from '@kube-router/netfilter';
 import type { IpsetMember } from '@kube-router/netfilter';
 import { POLICY_MARK, ipBlockSetName, namedPortSetName, peerPodSetName, targetSetName } from './names.js';
 import { DEFAULT_CHAIN, ruleSetKey, policyChainName } from '@kube-router/netpol';
+import type { NetpolPolicyRender, PolicyFamilyObjects } from '@kube-router/netpol';
 import { chain, comment, ipset } from './rules.js';
 import type { ChainRender, SetRender } from './rules.js';
 
-/** What one policy puts in the kernel for one family. */
-export interface PolicyFamilyRender {
-  readonly chains: readonly ChainRender[];
-  readonly sets: readonly SetRender[];
-}
-
-export interface PolicyRender {
-  readonly id: string;
-  readonly families: Partial<Record<IpFamily, PolicyFamilyRender>>;
-}
+/** What one policy puts in the kernel for one family: its chains and ipsets. */
+export type PolicyFamilyRender = PolicyFamilyObjects<ChainRender, SetRender>;
+export type PolicyRender = NetpolPolicyRender<ChainRender, SetRender>;
 
 const DIRECTIONS: readonly Direction[] = ['ingress', 'egress'];
 

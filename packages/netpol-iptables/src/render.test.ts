@@ -3,13 +3,8 @@ import { TOP_CHAINS, ipBlockSetName, namedPortSetName, peerPodSetName, targetSet
 import { COMMON_CHAIN, ruleSetKey, podChainName, policyChainName } from '@kube-router/netpol';
 import { renderNode } from './render-node.js';
 import { renderPolicy } from './render-policy.js';
-import { compileNetworkPolicies } from '@kube-router/netpol';
-import type { NetworkPolicyLike } from '@kube-router/netpol';
-import { fixturePolicy as policy, smallClusterInput } from '@kube-router/testkit/netpol-conformance';
-import type { FixturePod } from '@kube-router/testkit/netpol-conformance';
-
-const smallCluster = (policies: readonly NetworkPolicyLike[], extraPods: readonly FixturePod[] = []) =>
-  compileNetworkPolicies(smallClusterInput(policies, extraPods));
+import { compileSmallCluster as smallCluster, serverFromClientsPolicy } from '@kube-router/netpol-testing';
+import { fixturePolicy as policy } from '@kube-router/testkit/netpol-conformance';
 
 const NODE_OPTIONS = {
   defaultDeny: false,
@@ -18,18 +13,7 @@ const NODE_OPTIONS = {
   nodePortRange: '30000-32767',
 };
 
-const serverFromClients = policy('web/server-from-clients', {
-  podSelector: { matchLabels: { app: 'server' } },
-  ingress: [
-    {
-      from: [
-        { namespaceSelector: {}, podSelector: { matchLabels: { app: 'client' } } },
-        { ipBlock: { cidr: '192.168.0.0/16', except: ['192.168.1.0/24'] } },
-      ],
-      ports: [{ port: 'http' }, { port: 9000, endPort: 9010, protocol: 'UDP' }],
-    },
-  ],
-});
+const serverFromClients = serverFromClientsPolicy();
 
 describe('names', () => {
   it('come from identity, not content, and fit the kernel limits', () => {

@@ -13,7 +13,7 @@
  *
  * Needs root, iproute2, nft, iptables and ipset.
  */
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -21,7 +21,6 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { promisify } from 'node:util';
 import type { ControllerPlugin } from '@kube-router/controller';
 import { addNetns, deleteNetns, ExecRunner } from '@kube-router/netfilter';
 import { createNetpolIptablesPlugin } from '@kube-router/netpol-iptables';
@@ -39,10 +38,10 @@ import {
   percentile,
   seedNetpolBenchCluster,
 } from '@kube-router/testkit/netpol-conformance';
-import { startTestEnforcer } from '../src/testing/enforcer.js';
-import type { TestEnforcer } from '../src/testing/enforcer.js';
+import { gauge, inNetns, metricSum, startScheduler, startTestEnforcer as startEnforcer, benchClock } from '@kube-router/netpol-testing';
+import type { HarnessEnforcer as TestEnforcer, TestEnforcerOptions } from '@kube-router/netpol-testing';
+import { nftablesBackend } from '../src/testing/backend.js';
 
-const run = promisify(execFile);
 const { node: NODE } = NETPOL_BENCH_CLUSTER;
 const TABLES = ['ip kube-router-filter-ipv4', 'ip6 kube-router-filter-ipv6'];
 /**
@@ -54,24 +53,8 @@ const TABLES = ['ip kube-router-filter-ipv4', 'ip6 kube-router-filter-ipv6'];
  */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 9);
 
-async function metricSum(enforcer: TestEnforcer, name: string): Promise<number> {
-  const values = (await enforcer.metrics.registry.getSingleMetric(name)?.get())?.values ?? [];
-  return values.find((value) => (value as { metricName?: string }).metricName === `${name}_sum`)?.value ?? 0;
-}
-
-async function gauge(enforcer: TestEnforcer, name: string): Promise<number> {
-  return (await enforcer.metrics.registry.getSingleMetric(name)?.get())?.values[0]?.value ?? 0;
-}
-
-async function inNetns(netns: string, command: string, args: string[], input?: string): Promise<string> {
-  if (input === undefined) return (await run('ip', ['netns', 'exec', netns, command, ...args], { maxBuffer: 1 << 28 })).stdout;
-  return new Promise((resolve, reject) => {
-    const child = execFile('ip', ['netns', 'exec', netns, command, ...args], { maxBuffer: 1 << 28 }, (error, stdout) =>
-      error ? reject(error) : resolve(stdout),
-    );
-    child.stdin?.end(input);
-  });
-}
+/** This backend (or `extra.plugin`) as the agent assembles it. */
+const startTestEnforcer = (env: { kubeconfig: string; nodeName: string; netns: string }, extra: TestEnforcerOptions) => startEnforcer(nftablesBackend, env, extra);
 
 /**
  * Sees every `nft -f` the agent runs and tells when one that contains a line has committed: the moment a change is
@@ -150,11 +133,6 @@ async function eventToEnforced(api: ApiServerProcess, watcher: CommitWatcher, po
   return { probe: probeMs, app: appMs };
 }
 
-async function startScheduler(enforcer: TestEnforcer): Promise<void> {
-  enforcer.scheduler.start();
-  while (enforcer.scheduler.syncs < 1) await new Promise((resolve) => setTimeout(resolve, 10));
-}
-
 /** The cluster's objects, the probe policy and its anchor pod included, and the first `policies` bench policies. */
 function benchObjects(policies: number): Record<string, unknown>[] {
   const objects: Record<string, unknown>[] = [];
@@ -228,9 +206,7 @@ class ApiServerProcess {
   }
 }
 
-const benchStart = performance.now();
-const step = (what: string) => console.error(`[${((performance.now() - benchStart) / 1000).toFixed(1)} s] ${what}`);
-const ms = (value: number) => `${value.toFixed(0)} ms`;
+const { step, ms } = benchClock();
 const list = (values: readonly number[]) => values.map((value) => value.toFixed(0)).join(', ');
 const ENFORCER_OPTIONS = { minSyncIntervalMs: 50, syncTimeoutMs: 300_000 };
 

@@ -1,12 +1,4 @@
-import { runNetpolConformanceSuite } from '@kube-router/testkit/netpol-conformance';
-import { startNftablesEnforcer } from './testing/enforcer.js';
-import { missingForRealTests, testRunId } from './testing/world.js';
+import { runNetpolBackendConformance } from '@kube-router/netpol-testing';
+import { nftablesBackend } from './testing/backend.js';
 
-const missing = missingForRealTests();
-
-runNetpolConformanceSuite({
-  name: 'nftables',
-  startEnforcer: startNftablesEnforcer,
-  runId: testRunId(),
-  ...(missing ? { skip: missing } : {}),
-});
+runNetpolBackendConformance(nftablesBackend);

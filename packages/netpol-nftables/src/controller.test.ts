@@ -4,18 +4,19 @@ import { HealthRegistry } from '@kube-router/healthcheck';
 import { createKubeContext, KubeServices, loadKubeConfig } from '@kube-router/kube';
 import { AgentMetrics } from '@kube-router/metrics';
 import { RecordingRunner } from '@kube-router/netfilter';
+import { createNetpolController } from '@kube-router/netpol';
 import type { NetpolSources } from '@kube-router/netpol';
 import { startApiServer } from '@kube-router/testkit';
 import { fixturePod, fixturePolicy, smallClusterInput } from '@kube-router/testkit/netpol-conformance';
 import type { FixturePod } from '@kube-router/testkit/netpol-conformance';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createNetpolNftablesController } from './controller.js';
 import { netpolNftablesOptions } from './options.js';
+import { createNftablesDataplane } from './dataplane.js';
+import { createNetpolNftablesPlugin } from './plugin.js';
 
 /** `nft -j list tables` of a namespace without tables. */
 const NO_TABLES = JSON.stringify({ nftables: [{ metainfo: { json_schema_version: 1 } }] });
-import { createNetpolNftablesPlugin } from './plugin.js';
 
 /** What the iptables backend leaves in the filter table: its top-level chain and the jump to it. */
 const IPTABLES_LEFTOVERS = ['*filter', ':INPUT ACCEPT [0:0]', ':KUBE-ROUTER-INPUT - [0:0]', '-A INPUT -j KUBE-ROUTER-INPUT', 'COMMIT', ''].join('\n');
@@ -103,7 +104,7 @@ describe('netpol-nftables controller: what an event\'s sync keeps', () => {
     const metrics = new AgentMetrics({ collectDefaultMetrics: false });
     const ctx: PluginContext = { nodeName: cluster.nodeName, logger, metrics, health: new HealthRegistry({ defaultGraceMs: 5_000 }), services: new ServiceRegistry() };
     const options = netpolNftablesOptions.parse({ enableIpv6: false, defaultDeny: true, removeIptablesLeftovers: false, syncPeriodMs: 60_000 });
-    const controller = createNetpolNftablesController(ctx, { sources, runner }, options);
+    const controller = createNetpolController(ctx, { sources }, options, createNftablesDataplane(ctx, options, runner));
     const scripts = async () => {
       runner.invocations.length = 0;
       const outcome = await controller.runObservedSync('cluster changed');

@@ -1,18 +1,15 @@
 export { createNetpolNftablesPlugin, netpolNftablesPlugin } from './plugin.js';
-export { deleteNetpolTables } from './tables.js';
 export type { NetpolNftablesPluginOverrides } from './plugin.js';
-export { createNetpolNftablesController } from './controller.js';
-export type { NetpolControllerDeps } from './controller.js';
-// Backend-neutral, from @kube-router/netpol: re-exported so that either plugin's users find them where they were.
-export { informerSources, NETPOL_CONTROLLER } from '@kube-router/netpol';
-export type { NetpolSources } from '@kube-router/netpol';
+export { createNftablesDataplane } from './dataplane.js';
+export { deleteNetpolTables } from './tables.js';
 export { netpolNftablesOptions } from './options.js';
 export type { NetpolNftablesOptions, ResolvedNetpolNftablesOptions } from './options.js';
 export { KernelApplier } from './kernel.js';
-export type { ApplyResult, DesiredState, KernelApplierOptions, KernelTimings } from './kernel.js';
+export type { ApplyResult, KernelApplierOptions, KernelTimings, NodeRenders } from './kernel.js';
+export { tableRef } from './kernel-script.js';
 export { renderPolicy } from './render-policy.js';
 export type { PolicyFamilyRender, PolicyRender } from './render-policy.js';
-export { renderNode } from './render-node.js';
+export { NodeRenderer, renderNode } from './render-node.js';
 export type { NodeRender, NodeRenderOptions } from './render-node.js';
 export type { ChainRender, NftRuleText, SetKind, SetRender } from './objects.js';
 export { ipBlockElements } from './interval.js';
@@ -20,4 +17,6 @@ export { removeIptablesLeftovers } from './iptables-leftovers.js';
 export type { IptablesLeftoversOptions } from './iptables-leftovers.js';
 export { NetpolNftablesMetrics } from './metrics.js';
 export { ACCEPT_MARK, EGRESS_MAP, INGRESS_MAP, LOCAL_PODS_SET, POLICY_MARK, TABLES, TOP_CHAINS, ipBlockSetName, namedPortsSetName, peerPodsSetName } from './names.js';
-export { COMMON_CHAIN, DEFAULT_CHAIN, NFLOG_GROUP, TAIL_CHAIN, podChainName, policyChainName, ruleSetKey } from '@kube-router/netpol';
+// Backend-neutral, from @kube-router/netpol: re-exported so that either plugin's users find them where they were.
+export { COMMON_CHAIN, DEFAULT_CHAIN, NETPOL_CONTROLLER, NFLOG_GROUP, TAIL_CHAIN, informerSources, podChainName, policyChainName, ruleSetKey } from '@kube-router/netpol';
+export type { NetpolSources } from '@kube-router/netpol';

@@ -91,3 +91,64 @@ export async function removeIptablesLeftovers(options: IptablesLeftoversOptions)
 function leftoversError(errors: readonly unknown[]): AggregateError {
   return new AggregateError(errors, `could not remove every iptables netpol leftover: ${errors.map(String).join('; ')}`);
 }
+
+/**
+ * The iptables backend's leftovers over the syncs: searched for when the controller starts, while the informers list
+ * the cluster (three tool runs, ipset, iptables-save and ip6tables-save, that would otherwise share the CPUs with the
+ * first sync's compile; nothing changes what they find meanwhile, as the iptables backend is not running beside this
+ * one), and removed by the first sync whose tables enforce. A sync after a failed removal searches again.
+ */
+export class IptablesLeftoversRemoval {
+  readonly #options: IptablesLeftoversOptions;
+  readonly #logger: { info(details: object, message: string): void };
+  #removed: boolean;
+  /** Begun by searchAhead(), for the next sync. */
+  #ahead: Promise<{ found?: IptablesLeftovers; error?: unknown }> | undefined;
+  /** The running sync's search. */
+  #current: Promise<{ found?: IptablesLeftovers; error?: unknown }> | undefined;
+
+  constructor(options: IptablesLeftoversOptions, enabled: boolean, logger: { info(details: object, message: string): void }) {
+    this.#options = options;
+    this.#logger = logger;
+    this.#removed = !enabled;
+  }
+
+  searchAhead(): void {
+    if (!this.#removed) this.#ahead ??= this.#search();
+  }
+
+  /** A start after a stop searches afresh. */
+  forget(): void {
+    this.#ahead = undefined;
+  }
+
+  /** At a sync's start: the search begun ahead serves it, else one begins now, beside the compile and the writes. */
+  beginSync(): void {
+    this.#current = this.#removed ? undefined : (this.#ahead ?? this.#search());
+    this.#ahead = undefined;
+  }
+
+  /** Once the sync wrote: removes what was found if our tables enforce; failures join the sync's. */
+  async finishSync(failures: { add(what: string, error: unknown): void }, enforcing: boolean): Promise<void> {
+    const search = this.#current;
+    this.#current = undefined;
+    if (!search) return;
+    const { found, error } = await search;
+    if (error !== undefined) {
+      failures.add('iptables-leftovers', error);
+      return;
+    }
+    if (!found || !enforcing) return;
+    try {
+      const removed = await found.remove();
+      this.#removed = true;
+      if (removed > 0) this.#logger.info({ removed }, 'removed the iptables netpol backend leftovers');
+    } catch (removal) {
+      failures.add('iptables-leftovers', removal);
+    }
+  }
+
+  #search(): Promise<{ found?: IptablesLeftovers; error?: unknown }> {
+    return findIptablesLeftovers(this.#options).then((found) => ({ found }), (error: unknown) => ({ error }));
+  }
+}

@@ -2,23 +2,26 @@ import { randomBytes } from 'node:crypto';
 import { addNetns, deleteNetns, ExecRunner, Mutex, Nft } from '@kube-router/netfilter';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { TwoPhaseApply } from '@kube-router/netpol';
+import { missingForRealTests, runNetpolKernelSuite } from '@kube-router/netpol-testing';
 import { KernelApplier } from './kernel.js';
-import type { DesiredState } from './kernel.js';
 import { INGRESS_MAP } from './names.js';
 import { chain } from './objects.js';
 import type { SetRender } from './objects.js';
 import type { PolicyRender } from './render-policy.js';
 import type { NodeRender } from './render-node.js';
-import { missingForRealTests } from './testing/world.js';
+import { nftablesBackend } from './testing/backend.js';
 
-const missing = missingForRealTests('ip');
+runNetpolKernelSuite(nftablesBackend);
+
+const missing = missingForRealTests(nftablesBackend);
 const TABLE = 'ip kube-router-filter-ipv4';
 const POD_A = 'KUBE-POD-FW-AAAAAAAAAAAAAAAA';
 const POD_B = 'KUBE-POD-FW-BBBBBBBBBBBBBBBB';
 const POLICY_CHAIN = 'KUBE-NWPLCY-CCCCCCCCCCCCCCCC';
 
 /** The node's part (two pod chains, the ingress map pointing addresses at them) and one policy with two sets. */
-function desired(map: readonly string[], peers: readonly string[] = [], blocks: readonly string[] = []): DesiredState {
+function desired(map: readonly string[], peers: readonly string[] = [], blocks: readonly string[] = []): { policies: PolicyRender[]; node: { ipv4: NodeRender } } {
   const render: NodeRender = {
     sharedChains: [],
     podChains: [chain(POD_A, [{ text: 'accept' }]), chain(POD_B, [{ text: 'drop' }])],
@@ -34,7 +37,7 @@ function desired(map: readonly string[], peers: readonly string[] = [], blocks: 
     { text: 'ip saddr . meta l4proto @KUBE-SRC-BLOCKS0000000000 accept' },
   ];
   const policy: PolicyRender = { id: 'web/p', families: { ipv4: { chains: [chain(POLICY_CHAIN, rules)], sets } } };
-  return { policies: [policy], renderNode: () => render };
+  return { policies: [policy], node: { ipv4: render } };
 }
 
 // The script shapes the unit tests check (kernel.test.ts), as the kernel takes them; each test in a namespace of its own.
@@ -46,11 +49,15 @@ describe.skipIf(missing !== undefined)(`netpol-nftables set changes against the 
   /** A fresh applier (it reads the kernel first), and every script it writes. */
   const watched = () => {
     const scripts: string[] = [];
-    const applier = new KernelApplier({
+    const kernel = new KernelApplier({
       families: ['ipv4'],
       nft: new Nft({ runner: { run: (spec) => (scripts.push(spec.input ?? ''), runner.run(spec)) }, netns, lock: new Mutex() }),
       logger: pino({ level: 'silent' }),
     });
+    const phases = new TwoPhaseApply();
+    const applier = {
+      apply: async ({ policies, node }: ReturnType<typeof desired>) => (await phases.run(kernel, policies, () => node)).node,
+    };
     return { applier, scripts };
   };
 

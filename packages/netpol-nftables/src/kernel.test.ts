@@ -1,19 +1,18 @@
 import { Mutex, Nft, RecordingRunner } from '@kube-router/netfilter';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { assemble, KernelApplier } from './kernel.js';
-import type { DesiredState } from './kernel.js';
-import { podChainName, policyChainName } from '@kube-router/netpol';
+import { KernelApplier } from './kernel.js';
+import type { NodeRenders } from './kernel.js';
+import { assemble } from './kernel-script.js';
+import { TwoPhaseApply, podChainName, policyChainName, renderedOnRead } from '@kube-router/netpol';
 import { renderNode } from './render-node.js';
 import { renderPolicy } from './render-policy.js';
-import { compileNetworkPolicies } from '@kube-router/netpol';
+import type { PolicyRender } from './render-policy.js';
 import type { IpFamily, NetworkPolicyLike } from '@kube-router/netpol';
 import type { CommandResult, CommandRunner, CommandSpec } from '@kube-router/netfilter';
-import { fixturePod, fixturePolicy as policy, smallClusterInput } from '@kube-router/testkit/netpol-conformance';
+import { compileSmallCluster } from '@kube-router/netpol-testing';
+import { fixturePod, fixturePolicy as policy } from '@kube-router/testkit/netpol-conformance';
 import type { FixturePod } from '@kube-router/testkit/netpol-conformance';
-
-const smallCluster = (policies: readonly NetworkPolicyLike[], extraPods: readonly FixturePod[] = []) =>
-  compileNetworkPolicies(smallClusterInput(policies, extraPods));
 
 // A fake runner beside the real tests of the same path (netpol.real.test.ts, restart.real.test.ts, the conformance
 // suite): here the point is exactly which transactions each sync makes and what is in them.
@@ -27,21 +26,34 @@ const NODE_OPTIONS = {
   nodePortRange: '30000-32767',
 };
 
+/** What one sync wants in the kernel: the policies, the node rendered for the policies that failed, and those seen. */
+interface DesiredState {
+  readonly policies: readonly PolicyRender[];
+  renderNode(failed: ReadonlySet<string>): NodeRenders;
+  readonly failedSeen: Set<string>[];
+}
+
 function desiredFor(
-  policies: Parameters<typeof smallCluster>[0],
+  policies: readonly NetworkPolicyLike[],
   families: readonly IpFamily[] = ['ipv4'],
   extraPods: readonly FixturePod[] = [],
-): DesiredState & { failedSeen: Set<string>[] } {
-  const model = smallCluster(policies, extraPods);
+): DesiredState {
+  const model = compileSmallCluster(policies, extraPods);
   const failedSeen: Set<string>[] = [];
   return {
     policies: model.policies.map((compiled) => renderPolicy(compiled, families)),
-    renderNode: (family, failed) => {
+    renderNode: (failed) => {
       failedSeen.push(new Set(failed));
-      return renderNode(model, family, NODE_OPTIONS, failed);
+      return renderedOnRead(families, (family) => renderNode(model, family, NODE_OPTIONS, failed));
     },
     failedSeen,
   };
+}
+
+/** `kernel` with an `apply` that syncs as the controller does: its two phases, the node rendered between them. */
+function syncing(kernel: KernelApplier) {
+  const phases = new TwoPhaseApply();
+  return Object.assign(kernel, { apply: async (desired: DesiredState) => (await phases.run(kernel, desired.policies, desired.renderNode)).node });
 }
 
 /** Records when each nft call starts and ends; every call takes `delayMs`. */
@@ -64,14 +76,14 @@ class TimedRunner implements CommandRunner {
 }
 
 /** An Nft per table and one that holds both tables' locks, as the controller makes them. */
-function dualStackApplier(runner: CommandRunner): KernelApplier {
+function dualStackApplier(runner: CommandRunner) {
   const [four, six] = [new Mutex(), new Mutex()];
   const nft = { ipv4: new Nft({ runner, lock: four }), ipv6: new Nft({ runner, lock: six }), both: new Nft({ runner, lock: [four, six] }) };
-  return new KernelApplier({ families: ['ipv4', 'ipv6'], nft, logger: pino({ level: 'silent' }) });
+  return syncing(new KernelApplier({ families: ['ipv4', 'ipv6'], nft, logger: pino({ level: 'silent' }) }));
 }
 
-function applier(runner: RecordingRunner): KernelApplier {
-  return new KernelApplier({ families: ['ipv4'], nft: new Nft({ runner, lock: new Mutex() }), logger: pino({ level: 'silent' }) });
+function applier(runner: RecordingRunner) {
+  return syncing(new KernelApplier({ families: ['ipv4'], nft: new Nft({ runner, lock: new Mutex() }), logger: pino({ level: 'silent' }) }));
 }
 
 const a = policy('web/a', { podSelector: { matchLabels: { app: 'server' } }, ingress: [{ from: [{ podSelector: {} }] }] });
@@ -347,8 +359,7 @@ describe('KernelApplier (nftables)', () => {
     // Its failed-closed dispatch never went in: the next sync's first transaction already fails a's targets closed.
     const seen = desiredFor([a, b]);
     await kernel.apply(seen);
-    // (The first render is the foundation's, which no failure changes; the second is the dispatch's.)
-    expect([...(seen.failedSeen[1] ?? [])]).toEqual(['web/a']);
+    expect([...(seen.failedSeen[0] ?? [])]).toEqual(['web/a']);
   });
 
   it('writes a small change of both tables in one transaction, and large ones table by table at once', async () => {

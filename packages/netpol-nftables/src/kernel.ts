@@ -1,23 +1,24 @@
-import { hash } from 'node:crypto';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import type { IpFamily } from '@kube-router/netpol';
+import { PhaseHandOff } from '@kube-router/netpol';
+import type { IpFamily, PoliciesApplied } from '@kube-router/netpol';
 import { messageOf } from '@kube-router/controller';
 import { CommandError, isNftRefusal } from '@kube-router/netfilter';
 import type { Nft, NftRuleset } from '@kube-router/netfilter';
 import type { Logger } from 'pino';
-import { canonicalIntervals } from './interval.js';
-import { TABLES, isOwnChain, isOwnSet, staleChainRank } from './names.js';
-import { chainBlock, deleteElementLines, revisionOf, setBlock, setDeclaration } from './objects.js';
+import { assemble, COMBINE_BELOW_CHARACTERS, scriptSize, setScript, tableRef } from './kernel-script.js';
+import type { TablePart } from './kernel-script.js';
+import { staleObjects, wantedObjects } from './kernel-stale.js';
+import type { StaleObject, WantedObjects } from './kernel-stale.js';
+import { contentOf, knownSetOf, readState, sameChain, sameSet } from './kernel-state.js';
+import type { FamilyState, ReadBackChain } from './kernel-state.js';
+import { TABLES } from './names.js';
+import { chainBlock, revisionOf, setBlock } from './objects.js';
 import type { ChainRender, SetRender } from './objects.js';
-import type { PolicyFamilyRender, PolicyRender } from './render-policy.js';
+import type { PolicyRender } from './render-policy.js';
 import type { NodeRender } from './render-node.js';
 
-/** What one sync wants in the kernel. */
-export interface DesiredState {
-  readonly policies: readonly PolicyRender[];
-  /** The node's objects given the policies the kernel refused (their targets then fail closed). */
-  renderNode(family: IpFamily, failedPolicies: ReadonlySet<string>): NodeRender;
-}
+/** The node's objects, per enabled family; a family's are rendered when the apply first reads them. */
+export type NodeRenders = Readonly<Partial<Record<IpFamily, NodeRender>>>;
 
 export interface ApplyResult {
   /** Policies whose transaction the kernel refused, with why; their targets were failed closed. */
@@ -32,6 +33,8 @@ export interface ApplyResult {
   readonly writeFailure?: unknown;
   /** Stale chains or sets the kernel would not delete, by `<family>/<name>`; retried next sync. */
   readonly staleFailures: ReadonlyMap<string, unknown>;
+  /** The dispatch is in the tables as rendered: no write failed, no dispatch was refused. */
+  readonly enforcing: boolean;
   readonly transactions: number;
   readonly chainsWritten: number;
   readonly setsWritten: number;
@@ -45,31 +48,13 @@ export interface KernelTimings {
   transaction?(seconds: number): void;
 }
 
-interface KnownChain {
-  /** From the `[rev ...]` tag of its first rule; undefined when the chain is not one we wrote as it is. */
-  readonly digest: string | undefined;
-  readonly ruleCount: number;
-}
-
-/** What one of our chains held when it was read back, under the `[rev ...]` tag it carried then. */
-interface ReadBackChain {
-  readonly digest: string;
-  /** A hash of its rules as nft lists them (expressions and comments). */
-  readonly content: string;
-}
-
-interface KnownSet {
-  readonly type: string;
-  readonly interval: boolean;
-  readonly map: string | undefined;
-  /** Canonical elements (map entries as `key : verdict`). */
-  readonly elements: ReadonlySet<string>;
-}
-
-interface FamilyState {
-  tableExists: boolean;
-  readonly chains: Map<string, KnownChain>;
-  readonly sets: Map<string, KnownSet>;
+/** What the policies' phase of an apply leaves for the node's phase. */
+interface PendingApply {
+  readonly policies: readonly PolicyRender[];
+  readonly failed: Map<string, unknown>;
+  readonly counters: Counters;
+  /** Set once a write failed without nft refusing it: the sync writes nothing more. */
+  stopped?: unknown;
 }
 
 export interface KernelApplierOptions {
@@ -86,17 +71,19 @@ export interface KernelApplierOptions {
 }
 
 /**
- * Keeps our tables equal to the desired state while writing only what changed. It knows what the kernel holds from
+ * Keeps our tables equal to the rendered objects while writing only what changed. It knows what the kernel holds from
  * reading it back (`nft -j`, at start, on periodic syncs and after any failure) and from what it wrote since.
  * Nothing is flushed up front: each chain is replaced inside the transaction that writes it, a set changes by its
  * element changes (or is refilled) inside the transaction that needs it (see setScript), so traffic never sees a
  * chain or set half-written, and a restarted agent adopts what is in place.
  *
- * Each family's table is written in one transaction of its own (its changed policies, then its dispatch: pod chains,
+ * A sync is two phases (TwoPhaseKernel). applyPolicies writes each family's table in one transaction of its own (its
+ * changed policies, then its dispatch as rendered with the policies refused last time failed closed: pod chains,
  * maps, base chains), the two families' at the same time. When the kernel refuses one, that family is written in
  * steps: each family of each policy is a unit of its own, a refused batch is split in halves until the refused units
- * are alone, so one bad policy costs a few extra transactions and never keeps the others out; then the dispatch, with
- * the refused policies' targets failed closed. Last, the deletion of what nothing refers to any more.
+ * are alone, so one bad policy costs a few extra transactions and never keeps the others out. applyNode then writes
+ * the dispatch with this sync's refused policies' targets failed closed, where it differs from what went in, and
+ * last deletes what nothing refers to any more.
  */
 export class KernelApplier {
   readonly #options: KernelApplierOptions;
@@ -108,14 +95,8 @@ export class KernelApplier {
   #inKernel = inKernelSets();
   /** What the last stale-object sweep saw wanted; undefined after a read-back, when everything is a candidate. */
   #swept: WantedObjects | undefined;
-  /** `<family>\0<set name>` of every set a transaction of the running apply() wrote. */
+  /** `<family>\0<set name>` of every set a transaction of the running sync wrote. */
   #writtenSets = new Set<string>();
-  /**
-   * The policies the kernel refused in the last apply(): the next one writes the dispatch with their targets still
-   * failed closed, so that a policy refused in one family is not let through in the other, between that family's
-   * transaction and the failed-closed dispatch after the search, on every sync.
-   */
-  #refusedBefore: ReadonlySet<string> = new Set();
   /**
    * Per family, what each tagged chain held at the last read-back. A rule replaced in place (`nft replace rule`) keeps
    * the chain's tag and its rule count: only its content, against what the same tag showed before, tells.
@@ -126,6 +107,8 @@ export class KernelApplier {
   /** Chains changed in place and written again since, to be read back at the end of the apply (#recordRepaired). */
   #repaired: { family: IpFamily; name: string }[] = [];
   #fresh = false;
+  /** Between a sync's two phases: what applyPolicies did, for applyNode. */
+  readonly #pending = new PhaseHandOff<PendingApply>();
 
   constructor(options: KernelApplierOptions) {
     this.#options = options;
@@ -135,7 +118,7 @@ export class KernelApplier {
     this.#fresh = false;
   }
 
-  /** Reads the tables back unless what is known of them is current; apply() does it as well when it must. */
+  /** Reads the tables back unless what is known of them is current; applyPolicies does it as well when it must. */
   async ready(): Promise<void> {
     if (!this.#fresh) await this.refresh();
   }
@@ -178,20 +161,82 @@ export class KernelApplier {
     this.#fresh = true;
   }
 
-  async apply(desired: DesiredState, progress: () => void = () => undefined): Promise<ApplyResult> {
+  /**
+   * The policies' phase: each family's table in one transaction (its changed policies and `node`'s dispatch, which
+   * fails closed the policies refused last time), then, for a table the kernel refused, its policies in steps.
+   * Resolves with the policies the kernel refused.
+   */
+  async applyPolicies(policies: readonly PolicyRender[], node: NodeRenders, progress: () => void = () => undefined): Promise<PoliciesApplied> {
+    this.#pending.clear();
     if (!this.#fresh) await this.refresh();
-    const failed = new Map<string, unknown>();
-    const counters = { transactions: 0, chainsWritten: 0, setsWritten: 0, deleted: 0 };
+    const apply: PendingApply = { policies, failed: new Map(), counters: { transactions: 0, chainsWritten: 0, setsWritten: 0, deleted: 0 } };
     this.#writtenSets = new Set();
     this.#repaired = [];
     const slice = timeSlicer(progress);
-    const { families } = this.#options;
+    const refused = await this.#writeTables(apply, node, slice);
+    if (refused.length > 0 && apply.stopped === undefined) {
+      await this.#writeInSteps(apply, node, refused, slice);
+      progress();
+    }
+    if (apply.stopped !== undefined) this.#fresh = false;
+    this.#pending.hand(apply);
+    return { failedPolicies: apply.failed };
+  }
 
-    // Usually the kernel refuses nothing: then each family's table is one transaction (one nft process reading the
-    // tables once), and the families' transactions run side by side: while nft parses and commits one table, the
-    // next one's script is built, and with an Nft per family the two nft processes overlap as well. Small scripts
-    // (an event's element change) are the exception: every nft process first reads every chain and set of the
-    // namespace, both tables', which then costs more than the script itself, so they go together in one process.
+  /**
+   * The node's phase: the dispatch of every family as rendered with this sync's refused policies' targets failed
+   * closed, where it differs from the kernel's (a policy the kernel refused in one family fails its pods closed in
+   * both; one refused last time and taken now lets its targets out), each table in a transaction of its own so that
+   * one the kernel refuses keeps the other's out no longer. Then what nothing refers to any more goes.
+   */
+  async applyNode(node: NodeRenders, progress: () => void = () => undefined): Promise<ApplyResult> {
+    const apply = this.#pending.take();
+    const { failed, counters } = apply;
+    if (apply.stopped !== undefined) {
+      return { failedPolicies: failed, writeFailure: apply.stopped, staleFailures: new Map(), enforcing: false, ...counters };
+    }
+    const nodes = this.#nodes(node, this.#options.families);
+    const dispatch = this.#dispatch(nodes, new Map());
+    const dispatchFailures: unknown[] = [];
+    for (const [index, part] of dispatch.parts.entries()) {
+      try {
+        await this.#transaction(assemble([part]), counters, part.family);
+        const write = dispatch.writes[index]!;
+        this.#wrote(write.family, write.chains, write.sets, counters);
+      } catch (error) {
+        dispatchFailures.push(error);
+        this.#fresh = false;
+        // A timeout, or an nft that could not run, would only come again for the other table: the sync stops writing.
+        if (!isNftRefusal(error)) break;
+      }
+    }
+    const nodeFailure = dispatchFailures.length > 0 ? joined(dispatchFailures, 'the dispatch of both tables failed') : undefined;
+    progress();
+
+    // What nothing refers to any more: pod chains first (they jump to policy chains), then policy chains, sets.
+    const staleFailures = new Map<string, unknown>();
+    if (nodeFailure === undefined) await this.#deleteStale(apply.policies, nodes, staleFailures, counters);
+    if (failed.size > 0 || staleFailures.size > 0) this.#fresh = false;
+    await this.#recordRepaired();
+    return {
+      failedPolicies: failed,
+      ...(nodeFailure === undefined ? {} : { nodeFailure }),
+      staleFailures,
+      enforcing: nodeFailure === undefined,
+      ...counters,
+    };
+  }
+
+  /**
+   * Usually the kernel refuses nothing: then each family's table is one transaction (one nft process reading the
+   * tables once), and the families' transactions run side by side: while nft parses and commits one table, the next
+   * one's script is built, and with an Nft per family the two nft processes overlap as well. Small scripts (an
+   * event's element change) are the exception: every nft process first reads every chain and set of the namespace,
+   * both tables', which then costs more than the script itself, so they go together in one process. Resolves with the
+   * families whose transaction the kernel refused.
+   */
+  async #writeTables(apply: PendingApply, node: NodeRenders, slice: () => Promise<void> | undefined): Promise<IpFamily[]> {
+    const { counters } = apply;
     const writeFailures: unknown[] = [];
     const send = (scripts: readonly FamilyScript[]): { scripts: readonly FamilyScript[]; outcome: Promise<boolean> } => {
       const lines = scripts.flatMap((script) => script.lines);
@@ -218,11 +263,10 @@ export class KernelApplier {
     };
     const attempts: ReturnType<typeof send>[] = [];
     const held: FamilyScript[] = [];
-    const refusedBefore = this.#refusedBefore;
-    for (const family of families) {
-      const foundation = this.#foundation(desired, [family]);
-      const units = await this.#policyUnits(desired, slice, [family]);
-      const dispatch = this.#dispatch(this.#nodes(desired, refusedBefore, [family]), foundation.chainNames);
+    for (const family of this.#options.families) {
+      const foundation = this.#foundation(node, [family]);
+      const units = await this.#policyUnits(apply.policies, slice, [family]);
+      const dispatch = this.#dispatch(this.#nodes(node, [family]), foundation.chainNames);
       const carried = await this.#unitParts(units, slice);
       const lines = assemble([...foundation.parts, ...carried.parts, ...dispatch.parts]);
       if (lines.length === 0) continue;
@@ -244,87 +288,51 @@ export class KernelApplier {
       const retries = attempt.scripts.map((script) => send([script]));
       for (const retry of retries) if (!(await retry.outcome)) refused.push(retry.scripts[0]!.family);
     }
-
-    const stopped = (error: unknown): ApplyResult => {
-      this.#fresh = false;
-      // Refused now or before, and the failed-closed dispatch perhaps not written: the next apply keeps them closed.
-      if (failed.size > 0) this.#refusedBefore = new Set([...this.#refusedBefore, ...failed.keys()]);
-      return { failedPolicies: failed, writeFailure: error, staleFailures: new Map(), ...counters };
-    };
     // Both tables' failures, when both failed (one timed out, the other could not run): none is dropped.
-    if (writeFailures.length > 0) {
-      return stopped(joined(writeFailures, 'the transactions of both tables failed'));
-    }
+    if (writeFailures.length > 0) apply.stopped = joined(writeFailures, 'the transactions of both tables failed');
+    return refused;
+  }
 
-    let nodeFailure: unknown;
-    let nodes = this.#nodes(desired, refusedBefore, families);
-    if (refused.length > 0) {
-      // 0. What policy chains refer to (the default chain) and the node's sets and maps: on an empty kernel a policy
-      //    whose rule allows everything cannot be written before them. Each table by a transaction of its own, here
-      //    and in step 2, so that what the kernel refuses in one table never keeps the other one's out.
-      const foundation = this.#foundation(desired, refused);
-      for (const [index, part] of foundation.parts.entries()) {
-        try {
-          await this.#transaction(assemble([part]), counters, part.family);
-          const write = foundation.writes[index]!;
-          this.#wrote(write.family, write.chains, write.sets, counters);
-        } catch (error) {
-          if (!isNftRefusal(error)) return stopped(error);
-          // Then nothing else of this table can be written: its policies fail with their own errors, its dispatch
-          // with this.
-          this.#options.logger.warn({ err: error, family: part.family }, 'could not write the shared chains');
-          this.#fresh = false;
-        }
-      }
-      // 1. Policies, halving refused batches until the refused units are alone.
+  /**
+   * The refused tables in steps. First what policy chains refer to (the default chain) and the node's sets and maps:
+   * on an empty kernel a policy whose rule allows everything cannot be written before them. Each table by a
+   * transaction of its own, so that what the kernel refuses in one table never keeps the other one's out. Then the
+   * policies, halving refused batches until the refused units are alone.
+   */
+  async #writeInSteps(apply: PendingApply, node: NodeRenders, refused: readonly IpFamily[], slice: () => Promise<void> | undefined): Promise<void> {
+    const foundation = this.#foundation(node, refused);
+    for (const [index, part] of foundation.parts.entries()) {
       try {
-        await this.#applyUnits(await this.#policyUnits(desired, slice, refused), failed, counters);
+        await this.#transaction(assemble([part]), apply.counters, part.family);
+        const write = foundation.writes[index]!;
+        this.#wrote(write.family, write.chains, write.sets, apply.counters);
       } catch (error) {
-        if (error instanceof NotRefused) return stopped(error.cause);
-        throw error;
-      }
-      progress();
-    }
-    if (refused.length > 0 || refusedBefore.size > 0) {
-      // 2. The dispatch with the refused policies' targets failed closed, in every family: a policy the kernel refused
-      //    in one family fails its pods closed in both, as the families of one policy stand or fall together. After
-      //    the policies the last apply() found refused went in this time, the same step lets their targets out.
-      nodes = this.#nodes(desired, new Set(failed.keys()), families);
-      const dispatch = this.#dispatch(nodes, new Map());
-      const dispatchFailures: unknown[] = [];
-      for (const [index, part] of dispatch.parts.entries()) {
-        try {
-          await this.#transaction(assemble([part]), counters, part.family);
-          const write = dispatch.writes[index]!;
-          this.#wrote(write.family, write.chains, write.sets, counters);
-        } catch (error) {
-          dispatchFailures.push(error);
-          this.#fresh = false;
-          // A timeout, or an nft that could not run, would only come again for the other table: the sync stops writing.
-          if (!isNftRefusal(error)) break;
+        if (!isNftRefusal(error)) {
+          apply.stopped = error;
+          return;
         }
+        // Then nothing else of this table can be written: its policies fail with their own errors, its dispatch
+        // with this.
+        this.#options.logger.warn({ err: error, family: part.family }, 'could not write the shared chains');
+        this.#fresh = false;
       }
-      if (dispatchFailures.length > 0) nodeFailure = joined(dispatchFailures, 'the dispatch of both tables failed');
     }
-    progress();
-
-    // 3. What nothing refers to any more: pod chains first (they jump to policy chains), then policy chains, sets.
-    const staleFailures = new Map<string, unknown>();
-    if (nodeFailure === undefined) await this.#deleteStale(desired, nodes, staleFailures, counters);
-    if (failed.size > 0 || staleFailures.size > 0) this.#fresh = false;
-    this.#refusedBefore = new Set(failed.keys());
-    await this.#recordRepaired();
-    return { failedPolicies: failed, ...(nodeFailure === undefined ? {} : { nodeFailure }), staleFailures, ...counters };
+    try {
+      await this.#applyUnits(await this.#policyUnits(apply.policies, slice, refused), apply.failed, apply.counters);
+    } catch (error) {
+      if (!(error instanceof NotRefused)) throw error;
+      apply.stopped = error.cause;
+    }
   }
 
   /** The shared chains that changed and the node's sets and maps not yet in the kernel (declared empty). */
-  #foundation(desired: DesiredState, families: readonly IpFamily[]): { parts: TablePart[]; writes: Write[]; chainNames: Map<IpFamily, Set<string>> } {
+  #foundation(node: NodeRenders, families: readonly IpFamily[]): { parts: TablePart[]; writes: Write[]; chainNames: Map<IpFamily, Set<string>> } {
     const parts: TablePart[] = [];
     const writes: Write[] = [];
     const chainNames = new Map<IpFamily, Set<string>>();
     for (const family of families) {
       const state = this.#family(family);
-      const shared = desired.renderNode(family, new Set());
+      const shared = renderedFamily(node, family);
       const chains = shared.sharedChains.filter((c) => !sameChain(state.chains.get(c.name), c));
       const declared = shared.sets.filter((set) => !state.sets.has(set.name)).map((set) => ({ ...set, elements: [] }));
       chainNames.set(family, new Set(chains.map((c) => c.name)));
@@ -336,12 +344,12 @@ export class KernelApplier {
   }
 
   /** Each (policy, family) whose chains or sets differ from the kernel's, with the table part that makes them equal. */
-  async #policyUnits(desired: DesiredState, slice: () => Promise<void> | undefined, families: readonly IpFamily[]): Promise<Unit[]> {
+  async #policyUnits(policies: readonly PolicyRender[], slice: () => Promise<void> | undefined, families: readonly IpFamily[]): Promise<Unit[]> {
     const units: Unit[] = [];
     // A set that several policies share has the same elements in each of their renders: compared with the kernel's
     // once per family (#unitParts then writes it once).
     const compared = new Map(families.map((family) => [family, new Map<string, { first: SetRender; differing: boolean }>()] as const));
-    for (const policy of desired.policies) {
+    for (const policy of policies) {
       for (const family of families) {
         const inKernel = this.#inKernel[family];
         if (inKernel.has(policy)) continue;
@@ -378,8 +386,8 @@ export class KernelApplier {
     this.#options.logger.warn({ set: first.name, policy }, 'a shared set was rendered with other elements for another policy; the first render is written');
   }
 
-  #nodes(desired: DesiredState, failedPolicies: ReadonlySet<string>, families: readonly IpFamily[]): Map<IpFamily, NodeRender> {
-    return new Map(families.map((family) => [family, desired.renderNode(family, failedPolicies)] as const));
+  #nodes(node: NodeRenders, families: readonly IpFamily[]): Map<IpFamily, NodeRender> {
+    return new Map(families.map((family) => [family, renderedFamily(node, family)] as const));
   }
 
   /** The node's changed chains and elements; `written` are shared chains the same transaction writes already. */
@@ -492,62 +500,20 @@ export class KernelApplier {
     counters.setsWritten += sets.length;
   }
 
+
   async #deleteStale(
-    desired: DesiredState,
+    policies: readonly PolicyRender[],
     nodes: ReadonlyMap<IpFamily, NodeRender>,
     failures: Map<string, unknown>,
     counters: Counters,
   ): Promise<void> {
-    const doomed: { family: IpFamily; kind: 'chain' | 'set' | 'map'; name: string }[] = [];
-    const wanted = wantedObjects(desired, nodes, this.#options.families);
-    const last = this.#swept;
-    for (const family of this.#options.families) {
-      const state = this.#family(family);
-      const { chains: wantedChains, sets: wantedSets } = wanted.node.get(family) ?? { chains: new Set<string>(), sets: new Set<string>() };
-      const isWanted = (name: string, policy: PolicyFamilyRender | undefined, kind: 'chains' | 'sets') =>
-        wantedChains.has(name) || wantedSets.has(name) || (policy?.[kind].some((object) => object.name === name) ?? false);
-      // After a read-back, everything of ours in the kernel is a candidate; after that, only what the policies that
-      // changed or went and the node's own objects no longer name: an event's sync does not walk every policy's sets.
-      let chainCandidates: string[];
-      let setCandidates: string[];
-      if (!last) {
-        const policyChains = new Set(desired.policies.flatMap((p) => (p.families[family]?.chains ?? []).map((c) => c.name)));
-        const policySets = new Set(desired.policies.flatMap((p) => (p.families[family]?.sets ?? []).map((set) => set.name)));
-        chainCandidates = [...state.chains.keys()].filter((name) => !policyChains.has(name) && !wantedChains.has(name));
-        setCandidates = [...state.sets.keys()].filter((name) => !policySets.has(name) && !wantedSets.has(name));
-      } else {
-        const chains = new Set<string>();
-        const sets = new Set<string>();
-        const before = last.node.get(family);
-        for (const name of before?.chains ?? []) if (!wantedChains.has(name)) chains.add(name);
-        for (const name of before?.sets ?? []) if (!wantedSets.has(name)) sets.add(name);
-        for (const [id, previous] of last.policies) {
-          const now = wanted.policies.get(id);
-          if (now === previous) continue;
-          const was = previous.families[family];
-          const is = now?.families[family];
-          for (const c of was?.chains ?? []) if (!isWanted(c.name, is, 'chains')) chains.add(c.name);
-          for (const set of was?.sets ?? []) if (!isWanted(set.name, is, 'sets')) sets.add(set.name);
-        }
-        chainCandidates = [...chains].filter((name) => state.chains.has(name));
-        setCandidates = [...sets].filter((name) => state.sets.has(name));
-        // Sets are shared between policies: one that a policy no longer names may still be another one's.
-        if (setCandidates.length > 0) {
-          const inUse = new Set(desired.policies.flatMap((p) => (p.families[family]?.sets ?? []).map((set) => set.name)));
-          setCandidates = setCandidates.filter((name) => !inUse.has(name));
-        }
-      }
-      const staleChains = [...chainCandidates].filter(isOwnChain);
-      staleChains.sort((a, b) => staleChainRank(a) - staleChainRank(b));
-      for (const name of staleChains) doomed.push({ family, kind: 'chain', name });
-      for (const name of setCandidates) {
-        if (isOwnSet(name)) doomed.push({ family, kind: state.sets.get(name)?.map ? 'map' : 'set', name });
-      }
-    }
+    const { families } = this.#options;
+    const wanted = wantedObjects(policies, nodes, families);
+    const doomed = staleObjects(wanted, policies, families, (family) => this.#family(family), this.#swept);
     this.#swept = wanted;
     if (doomed.length === 0) return;
-    const line = (item: (typeof doomed)[number]) => `delete ${item.kind} ${tableRef(item.family)} ${item.name}`;
-    const forget = (item: (typeof doomed)[number]) => {
+    const line = (item: StaleObject) => `delete ${item.kind} ${tableRef(item.family)} ${item.name}`;
+    const forget = (item: StaleObject) => {
       const state = this.#family(item.family);
       if (item.kind === 'chain') state.chains.delete(item.name);
       else state.sets.delete(item.name);
@@ -655,66 +621,11 @@ class NotRefused extends Error {
   }
 }
 
-interface WantedObjects {
-  readonly policies: ReadonlyMap<string, PolicyRender>;
-  readonly node: ReadonlyMap<IpFamily, { readonly chains: ReadonlySet<string>; readonly sets: ReadonlySet<string> }>;
-}
-
-function wantedObjects(desired: DesiredState, nodes: ReadonlyMap<IpFamily, NodeRender>, families: readonly IpFamily[]): WantedObjects {
-  const policies = new Map(desired.policies.map((policy) => [policy.id, policy] as const));
-  const node = new Map<IpFamily, { chains: Set<string>; sets: Set<string> }>();
-  for (const family of families) {
-    const rendered = nodes.get(family);
-    node.set(family, {
-      chains: new Set([...(rendered?.sharedChains ?? []), ...(rendered?.podChains ?? []), ...(rendered?.baseChains ?? [])].map((c) => c.name)),
-      sets: new Set((rendered?.sets ?? []).map((set) => set.name)),
-    });
-  }
-  return { policies, node };
-}
-
-/**
- * One family's share of a transaction. New objects go in one `table <family> <name> { ... }` block: nft parses and
- * evaluates a block with far less work than the same objects as one `add` command each (on the benchmark's table,
- * the flat commands cost nft 16% more than its own listing of the result; a block, as much as the listing).
- */
-export interface TablePart {
-  readonly family: IpFamily;
-  /** The table when it is new; flushes of chains that the block fills again. */
-  readonly before: readonly string[];
-  /** New sets and maps with their elements; chains with their rules. */
-  readonly block: readonly string[];
-  /** Element changes of sets the kernel holds: after the block, whose chains a map's new elements may jump to. */
-  readonly after: readonly string[];
-}
-
-/** The script of a transaction: per family, what goes before its block, the block, what goes after. */
-/** @internal Exported for its test. */
-export function assemble(parts: readonly TablePart[]): string[] {
-  const byFamily = new Map<IpFamily, { before: Set<string>; block: string[]; after: string[] }>();
-  // Appended line by line, never spread into a call: a full sync of a large cluster has more lines per table than a
-  // call takes arguments (V8 throws a RangeError somewhere above 100,000).
-  const append = (to: string[], lines: Iterable<string>) => {
-    for (const line of lines) to.push(line);
-  };
-  for (const part of parts) {
-    let merged = byFamily.get(part.family);
-    if (!merged) byFamily.set(part.family, (merged = { before: new Set(), block: [], after: [] }));
-    for (const line of part.before) merged.before.add(line);
-    append(merged.block, part.block);
-    append(merged.after, part.after);
-  }
-  const lines: string[] = [];
-  for (const [family, { before, block, after }] of byFamily) {
-    append(lines, before);
-    if (block.length > 0) {
-      lines.push(`table ${tableRef(family)} {`);
-      append(lines, block);
-      lines.push('}');
-    }
-    append(lines, after);
-  }
-  return lines;
+/** A family's node render, which the dataplane renders for every enabled family. */
+function renderedFamily(node: NodeRenders, family: IpFamily): NodeRender {
+  const rendered = node[family];
+  if (!rendered) throw new Error(`no ${family} node render`);
+  return rendered;
 }
 
 /** One family's transaction of a sync: its lines, and what the applier knows the kernel holds once it committed. */
@@ -723,20 +634,6 @@ interface FamilyScript {
   readonly lines: readonly string[];
   readonly units: readonly Unit[];
   readonly writes: readonly Write[];
-}
-
-/**
- * Below this many characters a table's script, the two tables' transactions go in one nft process. Each nft process
- * reads every chain and set of the namespace before it writes (nft 1.0.6: 1-3 µs an object, both tables'
- * objects); two processes read them twice, on the CPUs the agent needs. Above it, parsing the scripts costs more, and
- * two processes overlap it. Counted in characters, not lines: one line may hold 500 set elements.
- */
-const COMBINE_BELOW_CHARACTERS = 64 * 1024;
-
-function scriptSize(lines: readonly string[]): number {
-  let size = 0;
-  for (const line of lines) size += line.length + 1;
-  return size;
 }
 
 interface Unit {
@@ -777,120 +674,3 @@ interface Counters {
   setsWritten: number;
   deleted: number;
 }
-
-export function tableRef(family: IpFamily): string {
-  return `${TABLES[family].family} ${TABLES[family].name}`;
-}
-
-/**
- * What the kernel holds of one family's table. A chain whose tag is the one it had at the last read-back (`before`)
- * but whose rules differ from what they were then was changed in place: it is known with no digest, so that the
- * apply writes it again. `readBack` receives what each tagged chain holds now; a chain changed in place keeps the
- * content it had until it is written (a write that fails leaves it to be found changed again; one that succeeds
- * forgets it, so that the next read-back records what was written). A chain changed before any read-back of its tag
- * (between the write and the next periodic sync, or while the agent was down) is taken as it is found: a restarted
- * agent adopts its tables by their tags and cannot tell.
- */
-function readState(
-  ruleset: NftRuleset,
-  family: IpFamily,
-  before: ReadonlyMap<string, ReadBackChain> | undefined,
-  readBack: Map<string, ReadBackChain>,
-): { state: FamilyState; changedInPlace: string[] } {
-  const { name: table } = TABLES[family];
-  const state: FamilyState = { tableExists: ruleset.tables.some((t) => t.name === table), chains: new Map(), sets: new Map() };
-  const changedInPlace: string[] = [];
-  const rulesByChain = new Map<string, NftRuleset['rules'][number][]>();
-  for (const rule of ruleset.rules) {
-    let list = rulesByChain.get(rule.chain);
-    if (!list) rulesByChain.set(rule.chain, (list = []));
-    list.push(rule);
-  }
-  for (const listed of ruleset.chains) {
-    const rules = rulesByChain.get(listed.name) ?? [];
-    // An empty chain carries no tag; its content is known all the same.
-    let digest = rules.length === 0 ? EMPTY_DIGEST : revisionOf(rules[0]?.comment);
-    if (digest !== undefined && digest !== EMPTY_DIGEST) {
-      const content = contentOf(rules);
-      const earlier = before?.get(listed.name);
-      if (earlier !== undefined && earlier.digest === digest && earlier.content !== content) {
-        changedInPlace.push(listed.name);
-        readBack.set(listed.name, earlier);
-        digest = undefined;
-      } else {
-        readBack.set(listed.name, { digest, content });
-      }
-    }
-    state.chains.set(listed.name, { digest, ruleCount: rules.length });
-  }
-  for (const set of ruleset.sets) {
-    const type = Array.isArray(set.type) ? set.type.join(' . ') : String(set.type);
-    const interval = set.flags.includes('interval');
-    state.sets.set(set.name, {
-      type,
-      interval,
-      map: undefined,
-      elements: new Set(interval ? canonicalIntervals(set.elements, family) : set.elements),
-    });
-  }
-  for (const map of ruleset.maps) {
-    const type = Array.isArray(map.type) ? map.type.join(' . ') : String(map.type);
-    state.sets.set(map.name, { type, interval: map.flags.includes('interval'), map: map.map, elements: new Set(map.entries) });
-  }
-  return { state, changedInPlace };
-}
-
-/** A chain's rules as nft lists them, hashed: equal for the same rules read back again, whatever their handles. */
-function contentOf(rules: readonly NftRuleset['rules'][number][]): string {
-  return hash('sha1', JSON.stringify(rules.map((rule) => [rule.expr, rule.comment ?? ''])), 'base64');
-}
-
-const EMPTY_DIGEST = '';
-
-function sameChain(known: KnownChain | undefined, wanted: ChainRender): boolean {
-  if (!known) return false;
-  if (wanted.rules.length === 0) return known.ruleCount === 0;
-  return known.digest === wanted.digest && known.ruleCount === wanted.rules.length;
-}
-
-function knownSetOf(set: SetRender, family: IpFamily): KnownSet {
-  return {
-    type: set.type,
-    interval: set.kind === 'interval',
-    map: set.map,
-    elements: new Set(set.kind === 'interval' ? canonicalIntervals(set.elements, family) : set.elements),
-  };
-}
-
-function sameSet(known: KnownSet | undefined, wanted: SetRender, family: IpFamily): boolean {
-  if (!known || known.type !== wanted.type || known.map !== wanted.map || known.interval !== (wanted.kind === 'interval')) return false;
-  const elements = wanted.kind === 'interval' ? canonicalIntervals(wanted.elements, family) : wanted.elements;
-  return elements.length === known.elements.size && elements.every((element) => known.elements.has(element));
-}
-
-/**
- * The lines that make a set hold exactly `wanted`. Additions go in the set's declaration (see setDeclaration). Before
- * a `delete element`, nft 1.0.6 reads every chain of the namespace; a set small beside that is refilled instead, in
- * the same transaction (packets see the old elements or the new ones, never none), which costs what its elements
- * cost. In a namespace with the benchmark's 2,764 chains, a delete took 27 ms, a refill of 55 elements 4 ms and one
- * of 1,000 elements as long as the delete: below a quarter of the chains read, the refill is the cheaper one.
- */
-function setScript(table: string, wanted: SetRender, known: KnownSet, chainsRead: number): string[] {
-  const sameShape = known.type === wanted.type && known.map === wanted.map && known.interval === (wanted.kind === 'interval');
-  // A set of another type under our name is declared again as we want it: the kernel refuses, and the policy fails.
-  if (!sameShape) return [setDeclaration(table, wanted, wanted.elements)];
-  const refill = () => [`flush ${wanted.map ? 'map' : 'set'} ${table} ${wanted.name}`, setDeclaration(table, wanted, wanted.elements)];
-  // Ranges cannot be added next to overlapping ones: an interval set is always refilled.
-  if (wanted.kind === 'interval') return refill();
-  const wantedSet = new Set(wanted.elements);
-  const removed = [...known.elements].filter((element) => !wantedSet.has(element));
-  const added = wanted.elements.filter((element) => !known.elements.has(element));
-  if (removed.length === 0) return [setDeclaration(table, wanted, added)];
-  if (wanted.elements.length * REFILL_BELOW_CHAINS_PER_ELEMENT < chainsRead) return refill();
-  const keyOf = (element: string) => (wanted.map ? element.split(' : ')[0] ?? element : element);
-  // Deletes first: a map key that moves to another chain is deleted with its old verdict, then added with its new one.
-  return [...deleteElementLines(table, wanted.name, removed.map(keyOf)), setDeclaration(table, wanted, added)];
-}
-
-/** A set is refilled rather than changed by `delete element` when nft would read this many times more chains. */
-const REFILL_BELOW_CHAINS_PER_ELEMENT = 4;

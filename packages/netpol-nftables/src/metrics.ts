@@ -17,6 +17,11 @@ export class NetpolNftablesMetrics extends NetpolSyncMetrics implements KernelTi
     this.listTime = this.histogram('kube_router_netpol_nftables_list_time', 'Time it took to read a netpol table back with nft -j', ['family']);
   }
 
+  override recordObjects(counts: { chains: number; sets: number; rules: number }): void {
+    super.recordObjects(counts);
+    this.rules.set(counts.rules);
+  }
+
   list(family: IpFamily, seconds: number): void {
     this.listTime.observe({ family }, seconds);
   }

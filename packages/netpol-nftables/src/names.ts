@@ -1,15 +1,5 @@
-import {
-  COMMON_CHAIN,
-  DEFAULT_CHAIN,
-  DESTINATION_SET_PREFIX,
-  POD_CHAIN_PREFIX,
-  POLICY_CHAIN_PREFIX,
-  SOURCE_SET_PREFIX,
-  TAIL_CHAIN,
-  stableHash,
-} from '@kube-router/netpol';
+import { DESTINATION_SET_PREFIX, POD_CHAIN_PREFIX, SOURCE_SET_PREFIX, TOP_CHAINS, ownChainPattern, ownSetPattern, stableHash } from '@kube-router/netpol';
 import type { Direction, IpFamily } from '@kube-router/netpol';
-
 
 /** kube-router's tables: one per family, so that each family can be replaced or removed alone. */
 export const TABLES: Readonly<Record<IpFamily, { readonly family: 'ip' | 'ip6'; readonly name: string }>> = {
@@ -17,14 +7,8 @@ export const TABLES: Readonly<Record<IpFamily, { readonly family: 'ip' | 'ip6'; 
   ipv6: { family: 'ip6', name: 'kube-router-filter-ipv6' },
 };
 
-/** Base chains, one per hook, at filter priority. */
-export const TOP_CHAINS = {
-  input: 'KUBE-ROUTER-INPUT',
-  forward: 'KUBE-ROUTER-FORWARD',
-  output: 'KUBE-ROUTER-OUTPUT',
-} as const;
-export type Hook = keyof typeof TOP_CHAINS;
-export const HOOKS = Object.keys(TOP_CHAINS) as Hook[];
+/** Base chains, one per hook, at filter priority: kube-router's top-level chains. */
+export { TOP_CHAINS };
 
 /** Addresses of local pods whose rules are programmed; --netpol-default-deny rejects the rest of the pod CIDRs. */
 export const LOCAL_PODS_SET = 'kube-router-local-pods';
@@ -79,11 +63,8 @@ function setPrefix(direction: Direction): string {
   return direction === 'ingress' ? SOURCE_SET_PREFIX : DESTINATION_SET_PREFIX;
 }
 
-const HASHED = '[0-9A-F]{16}';
-const OWN_CHAIN = new RegExp(
-  `^(?:${[...Object.values(TOP_CHAINS), COMMON_CHAIN, DEFAULT_CHAIN, TAIL_CHAIN].join('|')}|${POD_CHAIN_PREFIX}${HASHED}|${SHARED_ADDRESS_CHAIN_PREFIX}${HASHED}|${POLICY_CHAIN_PREFIX}${HASHED})$`,
-);
-const OWN_SET = new RegExp(`^(?:(?:${SOURCE_SET_PREFIX}|${DESTINATION_SET_PREFIX})${HASHED}|${LOCAL_PODS_SET}|${INGRESS_MAP}|${EGRESS_MAP})$`);
+const OWN_CHAIN = ownChainPattern([SHARED_ADDRESS_CHAIN_PREFIX]);
+const OWN_SET = ownSetPattern([LOCAL_PODS_SET, INGRESS_MAP, EGRESS_MAP]);
 
 /** The tables are ours alone, but a name we do not make is still left alone: someone put it there on purpose. */
 export function isOwnChain(name: string): boolean {

@@ -1,7 +1,6 @@
-import ipaddr from 'ipaddr.js';
-import type { Direction, IpFamily, LocalPod, PolicyModel } from '@kube-router/netpol';
+import type { Direction, IpFamily, LocalPod, NodeRenderInput, PolicyModel } from '@kube-router/netpol';
 import { ACCEPT_MARK, EGRESS_MAP, INGRESS_MAP, LOCAL_PODS_SET, POLICY_MARK, TOP_CHAINS, sharedAddressChainName } from './names.js';
-import { COMMON_CHAIN, DEFAULT_CHAIN, NFLOG_GROUP, TAIL_CHAIN, podChainName, policyChainName } from '@kube-router/netpol';
+import { COMMON_CHAIN, DEFAULT_CHAIN, NFLOG_GROUP, TAIL_CHAIN, cidrFamily, podChainName, podChainPlan, podInComments, policyChainName, renderedOnRead } from '@kube-router/netpol';
 import { chain } from './objects.js';
 import type { ChainRender, NftRuleText, SetRender } from './objects.js';
 
@@ -40,10 +39,6 @@ const hex = (value: number) => `0x${value.toString(16)}`;
 const CLEAR_POLICY_MARK = `meta mark set meta mark & ${hex(~POLICY_MARK >>> 0)}`;
 
 /**
- * The node's part of a family's table. `failedPolicies` are policies whose transaction the kernel refused: their
- * targets fail closed like the targets of a policy that did not compile.
- */
-/**
  * Pod chains rendered in the last two syncs, by what their rules depend on. An event re-renders the node with
  * every local pod, and hashing each pod chain's rules again made the event's cost grow with the number of policies.
  */
@@ -68,6 +63,10 @@ export class PodChainCache {
   }
 }
 
+/**
+ * The node's part of a family's table. `failedPolicies` are policies whose transaction the kernel refused: their
+ * targets fail closed like the targets of a policy that did not compile.
+ */
 export function renderNode(
   model: PolicyModel,
   family: IpFamily,
@@ -196,30 +195,24 @@ function renderPodChain(
   options: NodeRenderOptions,
   failedPolicies: ReadonlySet<string>,
 ): NftRuleText[] | undefined {
-  const state = pod[direction];
-  if (!state.isolated && !options.isolateUnselectedPods) return undefined;
-  const who = `POD name:${pod.name} namespace: ${pod.namespace}`;
-  const unmarked = `meta mark & ${hex(POLICY_MARK)} == 0`;
-  const drop = (why: string, match: string): NftRuleText[] => [
+  const plan = podChainPlan(pod, direction, options.isolateUnselectedPods, failedPolicies);
+  if (!plan) return undefined;
+  const who = podInComments(pod);
+  const drop = (match: string): NftRuleText[] => [
     { text: `${match}limit rate 10/minute burst 10 packets log group ${NFLOG_GROUP}`, comment: `rule to log dropped traffic ${who}` },
-    { text: `${match}reject`, comment: `rule to REJECT traffic ${direction === 'ingress' ? 'destined for' : 'from'} ${who}: ${why}` },
+    { text: `${match}reject`, comment: `rule to REJECT traffic ${direction === 'ingress' ? 'destined for' : 'from'} ${who}: ${plan.why}` },
   ];
   const common: NftRuleText = { text: `jump ${COMMON_CHAIN}`, comment: 'rule to drop invalid state and accept established traffic for pod' };
-  if (state.failClosed || state.policies.some((id) => failedPolicies.has(id))) {
-    // No new connection in this direction, whatever the broken policy meant to allow; replies of connections the
-    // other direction allowed still pass through the common chain.
-    return [common, ...drop('a network policy selecting it could not be programmed', '')];
-  }
+  if (plan.failClosed) return [common, ...drop('')];
   const rules: NftRuleText[] = [common, { text: CLEAR_POLICY_MARK }];
   if (direction === 'ingress') {
     rules.push({ text: 'fib saddr type local accept', comment: "rule to permit the traffic traffic to pods when source is the pod's local node" });
   }
-  for (const id of state.policies) {
+  for (const id of plan.policies) {
     rules.push({ text: `jump ${policyChainName(id, direction, family)}`, comment: `run through nw policy ${id}` });
   }
-  const why = state.isolated ? 'no network policy allows it' : 'no network policy selects it (isolateUnselectedPods)';
   rules.push(
-    ...drop(why, `${unmarked} `),
+    ...drop(`meta mark & ${hex(POLICY_MARK)} == 0 `),
     { text: CLEAR_POLICY_MARK },
     { text: `meta mark set meta mark | ${hex(ACCEPT_MARK)}`, comment: 'set mark to ACCEPT traffic that comply to network policies' },
   );
@@ -239,12 +232,35 @@ function commonRules(family: IpFamily): NftRuleText[] {
   return rules;
 }
 
-/** The family of a CIDR or address; throws a readable error for anything else. */
-export function cidrFamily(text: string): IpFamily {
-  try {
-    const address = text.includes('/') ? ipaddr.parseCIDR(text)[0] : ipaddr.parse(text);
-    return address.kind();
-  } catch {
-    throw new RangeError(`not a CIDR: ${JSON.stringify(text)}`);
+/**
+ * The node's renders of one sync, per family and set of failed policies, each rendered once however often the apply
+ * reads it, and kept for the next syncs while the model keeps its local pods (an event that changes only peers) and
+ * the pod CIDRs stay.
+ */
+export class NodeRenderer {
+  readonly #families: readonly IpFamily[];
+  readonly #options: Omit<NodeRenderOptions, 'podCidrs'>;
+  readonly #podChains = new PodChainCache();
+  #kept: { pods: readonly LocalPod[]; podCidrs: string; renders: Map<string, NodeRender> } = { pods: [], podCidrs: '', renders: new Map() };
+
+  constructor(families: readonly IpFamily[], options: Omit<NodeRenderOptions, 'podCidrs'>) {
+    this.#families = families;
+    this.#options = options;
+  }
+
+  render(model: PolicyModel, { podCidrs, failedPolicies }: NodeRenderInput): Readonly<Partial<Record<IpFamily, NodeRender>>> {
+    const renderedFor = { pods: model.pods, podCidrs: podCidrs.join(',') };
+    if (this.#kept.pods !== renderedFor.pods || this.#kept.podCidrs !== renderedFor.podCidrs) {
+      this.#podChains.nextSync();
+      this.#kept = { ...renderedFor, renders: new Map() };
+    }
+    const { renders } = this.#kept;
+    const options = { ...this.#options, podCidrs };
+    return renderedOnRead(this.#families, (family) => {
+      const key = [family, ...[...failedPolicies].sort()].join('\0');
+      let render = renders.get(key);
+      if (!render) renders.set(key, (render = renderNode(model, family, options, failedPolicies, this.#podChains)));
+      return render;
+    });
   }
 }

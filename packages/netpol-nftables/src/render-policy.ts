@@ -2,19 +2,13 @@ import type { CompiledPolicy, CompiledRule, Direction, IpFamily, PortRange } fro
 import { ipBlockElements } from './interval.js';
 import { POLICY_MARK, ipBlockSetName, namedPortsSetName, peerPodsSetName } from './names.js';
 import { DEFAULT_CHAIN, policyChainName, ruleSetKey } from '@kube-router/netpol';
+import type { NetpolPolicyRender, PolicyFamilyObjects } from '@kube-router/netpol';
 import { chain } from './objects.js';
 import type { ChainRender, NftRuleText, SetRender } from './objects.js';
 
 /** What one policy puts into one family's table: one transaction's worth. */
-export interface PolicyFamilyRender {
-  readonly chains: readonly ChainRender[];
-  readonly sets: readonly SetRender[];
-}
-
-export interface PolicyRender {
-  readonly id: string;
-  readonly families: Partial<Record<IpFamily, PolicyFamilyRender>>;
-}
+export type PolicyFamilyRender = PolicyFamilyObjects<ChainRender, SetRender>;
+export type PolicyRender = NetpolPolicyRender<ChainRender, SetRender>;
 
 const DIRECTIONS: readonly Direction[] = ['ingress', 'egress'];
 const ADDRESS: Record<IpFamily, { keyword: string; type: string }> = {

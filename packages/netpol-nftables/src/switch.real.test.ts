@@ -1,13 +1,13 @@
 import { createNetpolIptablesPlugin } from '@kube-router/netpol-iptables';
 import type { ControllerPlugin } from '@kube-router/controller';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { TestEnforcer } from './testing/enforcer.js';
+import { addServerAndClients, missingForRealTests, startWorld } from '@kube-router/netpol-testing';
+import type { HarnessEnforcer as TestEnforcer, World } from '@kube-router/netpol-testing';
 import { mismatches, probeThroughout } from '@kube-router/testkit/netpol-conformance';
 import type { ProbedThroughout } from '@kube-router/testkit/netpol-conformance';
-import { missingForRealTests, startWorld } from './testing/world.js';
-import type { World } from './testing/world.js';
+import { nftablesBackend } from './testing/backend.js';
 
-const missing = missingForRealTests('iptables', 'ip6tables', 'iptables-save', 'ipset');
+const missing = missingForRealTests(nftablesBackend, 'iptables', 'ip6tables', 'iptables-save', 'ipset');
 const iptablesPlugin = createNetpolIptablesPlugin() as ControllerPlugin<unknown>;
 
 /**
@@ -18,12 +18,8 @@ describe.skipIf(missing !== undefined)(`switching netpol backends${missing ? ` (
   let world: World;
 
   beforeAll(async () => {
-    world = await startWorld();
-    await Promise.all([
-      world.lab.addPod({ namespace: 'web', name: 'server', labels: { app: 'server' }, ports: [{ port: 80 }] }),
-      world.lab.addPod({ namespace: 'web', name: 'client', labels: { app: 'client' }, ports: [{ port: 80 }] }),
-      world.lab.addPod({ namespace: 'other', name: 'client', labels: { app: 'client' }, ports: [{ port: 80 }] }),
-    ]);
+    world = await startWorld(nftablesBackend);
+    await addServerAndClients(world);
   }, 90_000);
 
   afterAll(async () => {

@@ -25,7 +25,7 @@ export { policyProblemReports } from './problem-reports.js';
 export type { PolicyProblemReport } from './problem-reports.js';
 export { evaluateFlow } from './evaluate.js';
 export type { DirectionVerdict, Flow, FlowVerdict } from './evaluate.js';
-export { peersInFamily } from './family.js';
+export { cidrFamily, peersInFamily, renderedOnRead } from './family.js';
 export type { FamilyPeers } from './family.js';
 export { isPodActionable } from './pods.js';
 export { compileLabelSelector } from './selector.js';
@@ -60,16 +60,44 @@ export {
   PolicyRenders,
   SOURCE_SET_PREFIX,
   TAIL_CHAIN,
-  PolicyWarnings,
+  TOP_CHAINS,
   DefaultDenyPodCidrs,
+  PhaseHandOff,
+  TwoPhaseApply,
+  createNetpolController,
+  defineNetpolPlugin,
   informerSources,
   netpolFamilies,
   netpolOptionFields,
+  ownChainPattern,
+  ownSetPattern,
   podChainName,
+  podChainPlan,
+  podInComments,
   policyChainName,
   reportPolicyProblems,
   reportRefusedPolicies,
   ruleSetKey,
   stableHash,
 } from './runtime/index.js';
-export type { NetpolSources, WarningLogger } from './runtime/index.js';
+export type {
+  DataplaneSync,
+  Hook,
+  NetpolBackend,
+  NetpolControllerDeps,
+  NetpolControllerOptions,
+  NetpolDataplane,
+  NetpolObjectCounts,
+  NetpolOptions,
+  NetpolPluginOverrides,
+  NetpolPolicyRender,
+  NetpolSources,
+  NodeApplied,
+  NodeRenderInput,
+  PodChainPlan,
+  PoliciesApplied,
+  PolicyFamilyObjects,
+  ResolvedNetpolOptions,
+  TwoPhaseKernel,
+  WarningLogger,
+} from './runtime/index.js';

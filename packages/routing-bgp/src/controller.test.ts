@@ -5,96 +5,15 @@ import { AgentMetrics } from '@kube-router/metrics';
 import { RecordingRunner } from '@kube-router/netfilter';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { createRoutingController, type RoutingSettings } from './controller.js';
-import type { ApiPath, ApiPeer, DefinedSet, GlobalConfig, GobgpClient, PeerConfig, RoutingPolicy } from './gobgp-api.js';
+import { createRoutingController } from './controller.js';
+import type { RoutingSettings } from './settings.js';
+import { FakeGobgpd } from './testing/fake-gobgpd.js';
+import { fakeNodes, meshNode as node } from './testing/nodes.js';
 
-/**
- * A stand-in for gobgpd's API, holding its global config, peers, paths and policy as gobgpd would. The same paths
- * against a real gobgpd are in routing-bgp.real.test.ts and external-peers.real.test.ts; these tests make the faults
- * (a refused policy, a throwing lister, an agent restarted beside a running gobgpd) that the real ones cannot.
- */
-class FakeGobgpd {
-  global: GlobalConfig | undefined;
-  readonly peers = new Map<string, PeerConfig>();
-  readonly paths: ApiPath[] = [];
-  policy: RoutingPolicy | undefined;
-  readonly assignments = new Map<string, { policies: { name: string }[]; defaultAction: string }>();
-  /** Every neighbor set of every SetPolicies call, in order. */
-  readonly policyHistory: Record<string, string[]>[] = [];
-  readonly calls: string[] = [];
-  refusePolicies = false;
-
-  client(): GobgpClient {
-    const fake: Partial<Record<keyof GobgpClient, unknown>> = {
-      close: () => undefined,
-      waitReady: () => Promise.resolve(),
-      getBgp: () => Promise.resolve(this.global ? { asn: this.global.asn, routerId: this.global.routerId } : undefined),
-      startBgp: (global: GlobalConfig) => {
-        this.global = global;
-        return Promise.resolve();
-      },
-      listPeers: () => Promise.resolve([...this.peers.values()].map(listed)),
-      addPeer: (peer: PeerConfig) => {
-        this.calls.push(`add ${peer.neighborAddress}`);
-        this.peers.set(peer.neighborAddress, peer);
-        return Promise.resolve();
-      },
-      deletePeer: (address: string) => {
-        this.calls.push(`delete ${address}`);
-        this.peers.delete(address);
-        return Promise.resolve();
-      },
-      listGlobalPaths: () => Promise.resolve([...this.paths]),
-      addPath: (path: ApiPath) => {
-        this.paths.push(path);
-        return Promise.resolve();
-      },
-      deletePath: () => Promise.resolve(),
-      addPathsInBulk: () => Promise.resolve(),
-      setPolicies: (policy: RoutingPolicy) => {
-        if (this.refusePolicies) return Promise.reject(new Error('policy refused'));
-        this.policy = policy;
-        this.policyHistory.push(neighborSets(policy.definedSets));
-        return Promise.resolve();
-      },
-      getGlobalPolicyAssignment: (direction: string) => {
-        const assignment = this.assignments.get(direction);
-        return Promise.resolve(assignment && { name: 'global', direction, ...assignment });
-      },
-      setGlobalPolicyAssignment: (direction: string, names: readonly string[], defaultAction: string) => {
-        this.assignments.set(direction, { policies: names.map((name) => ({ name })), defaultAction });
-        return Promise.resolve();
-      },
-      softResetAllPeers: () => Promise.resolve(),
-      watchEvents: () => () => undefined,
-    };
-    return fake as unknown as GobgpClient;
-  }
-}
-
-function listed(peer: PeerConfig): ApiPeer {
-  return {
-    conf: { neighborAddress: peer.neighborAddress, peerAsn: peer.peerAsn, authPassword: peer.password ?? '' },
-    transport: { remotePort: peer.remotePort, ...(peer.localAddress && { localAddress: peer.localAddress }) },
-    timers: { config: { holdTime: peer.holdTimeSeconds } },
-    afiSafis: peer.families.map((afi) => ({ config: { family: { afi, safi: 'SAFI_UNICAST' }, enabled: true } })),
-  };
-}
-
-function neighborSets(sets: readonly DefinedSet[]): Record<string, string[]> {
-  return Object.fromEntries(sets.filter((set) => set.definedType === 'NEIGHBOR').map((set) => [set.name, set.list ?? []]));
-}
-
-const node = (name: string, address: string, annotations: Record<string, string> = {}): V1Node => ({
-  metadata: { name, annotations },
-  spec: { podCIDR: `10.${address.split('.')[3]}.0.0/24`, podCIDRs: [`10.${address.split('.')[3]}.0.0/24`] },
-  status: { addresses: [{ type: 'InternalIP', address }] },
-});
 
 function harness(options: { nodes: V1Node[]; settings?: Partial<RoutingSettings>; services?: () => V1Service[]; gobgpd?: FakeGobgpd }) {
   const gobgpd = options.gobgpd ?? new FakeGobgpd();
-  let nodes = options.nodes;
-  const warnings: string[] = [];
+  const kube = fakeNodes(options.nodes);
   const settings: RoutingSettings = {
     syncPeriodMs: 60_000,
     bgpPort: 1790,
@@ -125,13 +44,12 @@ function harness(options: { nodes: V1Node[]; settings?: Partial<RoutingSettings>
       services: new ServiceRegistry(),
     },
     {
-      nodes: { list: () => nodes, get: (name) => nodes.find((n) => n.metadata?.name === name), hasSynced: () => true },
+      ...kube.cluster,
       onNodesChanged: () => () => undefined,
-      warn: (n, reason, message) => warnings.push(`${n.metadata?.name} ${reason}: ${message}`),
       services: { list: options.services ?? (() => []), hasSynced: () => true },
       endpointSlices: { listForService: () => [], hasSynced: () => true },
       onServicesChanged: () => () => undefined,
-      warnService: (s, reason, message) => warnings.push(`${s.metadata?.name} ${reason}: ${message}`),
+      warnService: (s, reason, message) => kube.warnings.push(`${s.metadata?.name} ${reason}: ${message}`),
     },
     settings,
     {
@@ -142,8 +60,8 @@ function harness(options: { nodes: V1Node[]; settings?: Partial<RoutingSettings>
   );
   return {
     gobgpd,
-    warnings,
-    setNodes: (next: V1Node[]) => (nodes = next),
+    warnings: kube.warnings,
+    setNodes: kube.setNodes,
     commands: () => runner.invocations.map((invocation) => invocation.line),
     async sync() {
       await controller.start({ requestSync: () => undefined, signal: new AbortController().signal });

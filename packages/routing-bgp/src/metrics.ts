@@ -1,5 +1,6 @@
 import { counterOn, gaugeOn, histogramOn } from '@kube-router/metrics';
 import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { ApiPeer } from './gobgp-api.js';
 
 /** kube-router's routing metrics, under their kube-router names, in the agent's registry. */
 export interface RoutingMetrics {
@@ -29,4 +30,24 @@ export function createRoutingMetrics(registry: Registry): RoutingMetrics {
     advertisementsReceived: counterOn(registry, { name: 'kube_router_controller_bgp_advertisements_received', help: 'BGP advertisements received' }),
     advertisementsSent: counterOn(registry, { name: 'kube_router_controller_bgp_advertisements_sent', help: 'BGP advertisements sent', labelNames: ['type'] }),
   };
+}
+
+/**
+ * kube_router_bgp_peer_info, one series per peer gobgpd has now (reset first: a removed peer's series goes). gobgpd
+ * reports the type only once a session is up; until then a mesh session counts as internal.
+ */
+export function reportPeerInfo(peerInfo: RoutingMetrics['peerInfo'], peers: readonly ApiPeer[], isInternal: (address: string) => boolean): void {
+  peerInfo.reset();
+  for (const peer of peers) {
+    const address = peer.conf?.neighborAddress ?? peer.state?.neighborAddress ?? '';
+    peerInfo.set(
+      {
+        address,
+        type: (peer.state?.type ?? '').replace(/^PEER_TYPE_/, '').toLowerCase() || (isInternal(address) ? 'internal' : 'unknown'),
+        asn: String(peer.conf?.peerAsn ?? peer.state?.peerAsn ?? 0),
+        state: (peer.state?.sessionState ?? 'UNKNOWN').replace(/^SESSION_STATE_/, '').toLowerCase(),
+      },
+      1,
+    );
+  }
 }

@@ -98,6 +98,49 @@ export class OwnedPeers {
   }
 }
 
+/**
+ * What the internal and the external peer stage share: the sessions the stage owns in gobgpd, and the addresses its
+ * last plan wanted (the routes learned from a peer outlive a gobgpd restart only while some stage still wants it).
+ */
+export abstract class PeerStage {
+  readonly #owned: OwnedPeers;
+  #wanted = new Set<string>();
+
+  constructor(kind: OwnedPeers['kind'], logger: Logger) {
+    this.#owned = new OwnedPeers(new Set(), kind, logger);
+  }
+
+  /** The sessions this stage added and has not yet removed (a failed deletion stays here). */
+  get owned(): ReadonlySet<string> {
+    return this.#owned.addresses;
+  }
+
+  /** Whether the last plan wanted a session with this address. */
+  wants(address: string): boolean {
+    return this.#wanted.has(address);
+  }
+
+  /** gobgpd restarted: it has no peers. */
+  forget(): void {
+    this.#owned.forget();
+  }
+
+  /** What the plan wants now; while the plan is `incomplete` (some input did not parse), what it wanted before too. */
+  protected want(addresses: readonly string[], incomplete: boolean): void {
+    this.#wanted = new Set([...addresses, ...(incomplete ? this.#wanted : [])]);
+  }
+
+  protected get wanted(): ReadonlySet<string> {
+    return this.#wanted;
+  }
+
+  /** Reconciles against gobgpd's peer table as it is now; returns the deferred deletions. */
+  protected async reconcile(client: GobgpClient, input: Omit<ReconcileInput, 'client' | 'existing'>): Promise<string[]> {
+    const existing = new Map((await client.listPeers()).map((peer) => [peer.conf?.neighborAddress ?? '', peer]));
+    return this.#owned.reconcile({ ...input, client, existing });
+  }
+}
+
 /** A digest, not the configuration itself: the fingerprints hold passwords otherwise. */
 function fingerprintOf(config: PeerConfig): string {
   const canonical = JSON.stringify(config, (_key, value: unknown) =>

@@ -2,7 +2,7 @@ import type { V1Node } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { DesiredPeer } from './nodes.js';
 import { internalPeerConfigs } from './peering.js';
-import { reflectorRole } from './route-reflector.js';
+import { ReflectorRoleState, reflectorRole } from './route-reflector.js';
 
 const node = (name: string, annotations: Record<string, string> = {}): V1Node => ({ metadata: { name, annotations } });
 
@@ -19,6 +19,20 @@ describe('reflectorRole', () => {
 
   it.each(['', 'cluster-a', '4294967296', '-1', '1.2.3'])('rejects the cluster id %j', (value) => {
     expect(() => reflectorRole(node('a', { 'kube-router.io/rr.server': value }))).toThrow('kube-router.io/rr.server');
+  });
+});
+
+describe('ReflectorRoleState', () => {
+  it('follows the annotations, and keeps the last good role (with a Warning) while a value does not parse', () => {
+    const warnings: string[] = [];
+    const warn = (_node: V1Node, reason: string, message: string) => void warnings.push(`${reason}: ${message}`);
+    const role = new ReflectorRoleState();
+    expect(role.current).toEqual({ kind: 'none' });
+    role.refresh(node('a', { 'kube-router.io/rr.client': '1' }), warn);
+    expect(role.current).toEqual({ kind: 'client', clusterId: '0.0.0.1' });
+    expect(() => role.refresh(node('a', { 'kube-router.io/rr.client': 'one' }), warn)).toThrow('kube-router.io/rr.client');
+    expect(role.current).toEqual({ kind: 'client', clusterId: '0.0.0.1' });
+    expect(warnings).toEqual([expect.stringMatching(/^InvalidRouteReflectorAnnotation: keeping route reflector role client: /)]);
   });
 });
 

@@ -1,6 +1,8 @@
 import type { V1Node } from '@kubernetes/client-node';
+import { messageOf } from '@kube-router/controller';
 import ipaddr from 'ipaddr.js';
 import { parseGoUint } from './parse.js';
+import type { RoutingCluster } from './settings.js';
 
 /** A Node that reflects routes to its clients, with the cluster id as value. */
 export const RR_SERVER_ANNOTATION = 'kube-router.io/rr.server';
@@ -47,4 +49,26 @@ export function isReflector(node: V1Node): boolean {
 export function isReflectorClient(node: V1Node): boolean {
   const annotations = node.metadata?.annotations ?? {};
   return annotations[RR_CLIENT_ANNOTATION] !== undefined && annotations[RR_SERVER_ANNOTATION] === undefined;
+}
+
+/**
+ * This node's route reflection role, refreshed every sync before the stages that depend on it (the mesh and the
+ * policies). A value that stops parsing keeps the previous role, so that the topology does not flip on a typo.
+ */
+export class ReflectorRoleState {
+  #role: ReflectorRole = { kind: 'none' };
+
+  get current(): ReflectorRole {
+    return this.#role;
+  }
+
+  /** Reads the role from the Node; a bad annotation gets a Warning event and throws (a failure of the stage). */
+  refresh(node: V1Node, warn: RoutingCluster['warn']): void {
+    try {
+      this.#role = reflectorRole(node);
+    } catch (error) {
+      warn(node, 'InvalidRouteReflectorAnnotation', `keeping route reflector role ${this.#role.kind}: ${messageOf(error)}`);
+      throw error;
+    }
+  }
 }

@@ -1,11 +1,28 @@
+export { createNetpolController } from './controller.js';
+export type { NetpolControllerDeps, NetpolControllerOptions } from './controller.js';
+export type {
+  DataplaneSync,
+  NetpolDataplane,
+  NetpolObjectCounts,
+  NetpolPolicyRender,
+  NodeApplied,
+  NodeRenderInput,
+  PolicyFamilyObjects,
+} from './dataplane.js';
+export { defineNetpolPlugin } from './plugin.js';
+export type { NetpolBackend, NetpolPluginOverrides } from './plugin.js';
+export { PhaseHandOff, TwoPhaseApply } from './two-phase-apply.js';
+export type { PoliciesApplied, TwoPhaseKernel } from './two-phase-apply.js';
+export { podChainPlan, podInComments } from './pod-chain.js';
+export type { PodChainPlan } from './pod-chain.js';
 export { NetpolSyncMetrics } from './metrics.js';
 export { netpolFamilies, netpolOptionFields } from './options.js';
+export type { NetpolOptions, ResolvedNetpolOptions } from './options.js';
 export { informerSources } from './sources.js';
 export type { NetpolSources, WarningLogger } from './sources.js';
 export {
   NETPOL_CONTROLLER,
   PolicyRenders,
-  PolicyWarnings,
   DefaultDenyPodCidrs,
   reportPolicyProblems,
   reportRefusedPolicies,
@@ -19,8 +36,12 @@ export {
   POLICY_CHAIN_PREFIX,
   SOURCE_SET_PREFIX,
   TAIL_CHAIN,
+  TOP_CHAINS,
+  ownChainPattern,
+  ownSetPattern,
   podChainName,
   policyChainName,
   ruleSetKey,
   stableHash,
 } from './names.js';
+export type { Hook } from './names.js';

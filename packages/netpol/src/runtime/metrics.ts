@@ -1,5 +1,6 @@
 import { gaugeOn, histogramOn } from '@kube-router/metrics';
 import type { Gauge, Histogram, Registry } from 'prom-client';
+import type { NetpolObjectCounts } from './dataplane.js';
 
 const SECONDS_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
@@ -26,6 +27,12 @@ export class NetpolSyncMetrics {
       help: 'Network policies whose targets are failed closed because the policy is invalid or could not be programmed',
     });
     this.computeTime = this.histogram('kube_router_netpol_compute_time', 'Time it took to compile network policies and render their rules, without the kernel');
+  }
+
+  /** Our objects known to be in the kernel after a sync; a backend that counts more records more. */
+  recordObjects(counts: NetpolObjectCounts): void {
+    this.policyChains.set(counts.chains);
+    this.policyIpsets.set(counts.sets);
   }
 
   /** A histogram of seconds, with the buckets of the others. */

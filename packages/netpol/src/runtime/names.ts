@@ -13,6 +13,12 @@ export const POD_CHAIN_PREFIX = 'KUBE-POD-FW-';
 export const POLICY_CHAIN_PREFIX = 'KUBE-NWPLCY-';
 export const SOURCE_SET_PREFIX = 'KUBE-SRC-';
 export const DESTINATION_SET_PREFIX = 'KUBE-DST-';
+/**
+ * kube-router's top-level chains, one per hook: jumped to from the built-in chain of the same name (iptables), or
+ * base chains of their own (nftables).
+ */
+export const TOP_CHAINS = { input: 'KUBE-ROUTER-INPUT', forward: 'KUBE-ROUTER-FORWARD', output: 'KUBE-ROUTER-OUTPUT' } as const;
+export type Hook = keyof typeof TOP_CHAINS;
 /** Where dropped packets are logged (rate-limited) before the reject. */
 export const NFLOG_GROUP = 100;
 
@@ -59,4 +65,22 @@ export function ruleSetKey(rule: {
   const ports = rule.ports.map((p) => `${p.protocol}:${p.port ?? ''}-${p.endPort ?? ''}`);
   const named = rule.namedPorts.map((p) => `${p.protocol}:${p.name}`);
   return `${rule.index}|${rule.allPorts ? 'all' : [...ports, ...named].sort().join(',')}`;
+}
+
+/** The hash part of a name (stableHash). */
+const HASHED = '[0-9A-F]{16}';
+
+/**
+ * The chains a backend owns, by exact name: the top-level chains, the common, default and tail chains, and pod and
+ * policy chains (and `hashedPrefixes`' chains) followed by a hash. Never a prefix alone: that would claim other
+ * controllers' chains (kube-router's proxy keeps KUBE-ROUTER-SERVICES in the filter table) and delete them as stale.
+ */
+export function ownChainPattern(hashedPrefixes: readonly string[] = []): RegExp {
+  const hashed = [POD_CHAIN_PREFIX, POLICY_CHAIN_PREFIX, ...hashedPrefixes].map((prefix) => `${prefix}${HASHED}`);
+  return new RegExp(`^(?:${[...Object.values(TOP_CHAINS), COMMON_CHAIN, DEFAULT_CHAIN, TAIL_CHAIN, ...hashed].join('|')})$`);
+}
+
+/** The sets a backend owns: source and destination sets followed by a hash, and `fixed` by their exact names. */
+export function ownSetPattern(fixed: readonly string[]): RegExp {
+  return new RegExp(`^(?:(?:${SOURCE_SET_PREFIX}|${DESTINATION_SET_PREFIX})${HASHED}|${fixed.join('|')})$`);
 }

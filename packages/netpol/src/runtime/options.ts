@@ -1,3 +1,4 @@
+import { cidrOption } from '@kube-router/kube';
 import { z } from 'zod';
 import type { IpFamily } from '../model.js';
 
@@ -16,8 +17,8 @@ const portRange = z
 export const netpolOptionFields = {
   /** --enable-ipv4: enforce for IPv4. */
   enableIpv4: z.boolean().default(true),
-  /** --enable-ipv6: enforce for IPv6. */
-  enableIpv6: z.boolean().default(true),
+  /** --enable-ipv6: enforce for IPv6. Off by default, as the flag is, so that a flag and a plugin option agree. */
+  enableIpv6: z.boolean().default(false),
   /**
    * --netpol-default-deny, as kube-router means it: traffic to or from an address of this node's pod CIDRs (Node
    * spec.podCIDRs, or the annotations kube-router.io/pod-cidrs / kube-router.io/pod-cidr) whose pod's rules are not
@@ -33,9 +34,9 @@ export const netpolOptionFields = {
   /** Runs every command of the backend inside this network namespace. */
   netns: z.string().min(1).optional(),
   /** --service-cluster-ip-range (repeatable, either family): traffic to these is left to the service proxy. */
-  serviceClusterIpRanges: z.array(z.string()).default(['10.96.0.0/12']),
+  serviceClusterIpRanges: z.array(cidrOption).default(['10.96.0.0/12']),
   /** --service-external-ip-range. */
-  serviceExternalIpRanges: z.array(z.string()).default([]),
+  serviceExternalIpRanges: z.array(cidrOption).default([]),
   /** --service-node-port-range. */
   nodePortRange: portRange.default('30000-32767'),
   /** Which iptables binaries: `default` (whatever iptables points to), `nft` or `legacy`. */
@@ -43,6 +44,11 @@ export const netpolOptionFields = {
   /** Deadline of each command the backend runs. */
   commandTimeoutMs: z.number().int().positive().default(60_000),
 };
+
+/** The options of either backend as a caller writes them (defaults left out). */
+export type NetpolOptions = z.input<z.ZodObject<typeof netpolOptionFields>>;
+/** The options of either backend once parsed: what the controller reads. */
+export type ResolvedNetpolOptions = z.output<z.ZodObject<typeof netpolOptionFields>>;
 
 /** The families to enforce for, in order; refuses options that enable neither. */
 export function netpolFamilies(options: { readonly enableIpv4: boolean; readonly enableIpv6: boolean }): IpFamily[] {

@@ -1,11 +1,13 @@
 import { SyncFailures } from '@kube-router/controller';
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { compileNetworkPolicies } from '../compiler.js';
 import type { NamespaceLike, NetworkPolicyLike, PodLike } from '../types.js';
 import { netpolFamilies, netpolOptionFields } from './options.js';
-import { policyChainName, stableHash } from './names.js';
+import { ownChainPattern, ownSetPattern, policyChainName, stableHash } from './names.js';
 import type { NetpolSources } from './sources.js';
-import { DefaultDenyPodCidrs, PolicyRenders, PolicyWarnings, reportRefusedPolicies } from './sync.js';
+import { SyncWarnings } from '@kube-router/controller';
+import { DefaultDenyPodCidrs, PolicyRenders, reportRefusedPolicies } from './sync.js';
 
 const pods = [
   { metadata: { namespace: 'web', name: 'server', labels: { app: 'server' } }, spec: { nodeName: 'node-a', containers: [] }, status: { phase: 'Running', podIP: '10.0.0.2', podIPs: [{ ip: '10.0.0.2' }] } },
@@ -49,24 +51,13 @@ describe('PolicyRenders', () => {
   });
 });
 
-describe('PolicyWarnings', () => {
-  it('records a warning once while it lasts, and again after it went away and came back', () => {
-    const events: string[] = [];
-    const warnings = new PolicyWarnings((namespace, name, reason) => events.push(`${namespace}/${name} ${reason}`));
-    for (const present of [true, true, false, true]) {
-      warnings.begin();
-      if (present) warnings.report('web/a', 'Bad', 'why');
-      warnings.end();
-    }
-    expect(events).toEqual(['web/a Bad', 'web/a Bad']);
-  });
-
+describe('reportRefusedPolicies', () => {
   it('turns refused policies into failures of the sync, failed-closed ids and NetworkPolicyNotProgrammed events', () => {
     const events: string[] = [];
-    const warnings = new PolicyWarnings((namespace, name, reason, message) => events.push(`${namespace}/${name} ${reason}: ${message}`));
+    const warnings = new SyncWarnings((namespace, name, reason, message) => events.push(`${namespace}/${name} ${reason}: ${message}`));
     const failures = new SyncFailures();
     const failedClosed = new Set<string>();
-    warnings.begin();
+    warnings.beginSync();
     reportRefusedPolicies(new Map([['web/a', new Error('Could not process rule')]]), failures, failedClosed, warnings);
     expect(failures.size).toBe(1);
     expect([...failedClosed]).toEqual(['web/a']);
@@ -111,6 +102,25 @@ describe('options and names', () => {
     expect(netpolFamilies({ enableIpv4: false, enableIpv6: true })).toEqual(['ipv6']);
     expect(() => netpolFamilies({ enableIpv4: false, enableIpv6: false })).toThrow(/both false/);
     expect(netpolOptionFields.nodePortRange.safeParse('32767-30000').success).toBe(false);
+  });
+
+  it("defaults to IPv4 alone, as kube-router's --enable-ipv6 does, and refuses a range that is not a CIDR when parsed", () => {
+    const options = z.strictObject(netpolOptionFields);
+    expect(netpolFamilies(options.parse({}))).toEqual(['ipv4']);
+    expect(options.safeParse({ serviceClusterIpRanges: ['10.96.0.0/12', 'fd00:96::/108'] }).success).toBe(true);
+    expect(options.safeParse({ serviceExternalIpRanges: ['999.0.0.0/8'] }).success).toBe(false);
+  });
+
+  it('owns chains and sets by exact name: fixed names and prefixes followed by a hash, never a prefix alone', () => {
+    const chains = ownChainPattern(['KUBE-EXTRA-']);
+    for (const name of ['KUBE-ROUTER-FORWARD', 'KUBE-NWPLCY-TAIL', policyChainName('web/a', 'ingress', 'ipv4'), `KUBE-EXTRA-${stableHash('x')}`]) {
+      expect(chains.test(name), name).toBe(true);
+    }
+    for (const name of ['KUBE-ROUTER-SERVICES', 'KUBE-NWPLCY-NOT-OURS', 'KUBE-POD-FW-']) expect(chains.test(name), name).toBe(false);
+    const sets = ownSetPattern(['kube-router-local-pods']);
+    expect(sets.test(`KUBE-SRC-${stableHash('x')}`)).toBe(true);
+    expect(sets.test('kube-router-local-pods')).toBe(true);
+    expect(sets.test('KUBE-SRC-FOO')).toBe(false);
   });
 
   it('names alike on every call (the hash is remembered, not changed)', () => {

@@ -1,6 +1,6 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { messageOf } from '@kube-router/controller';
-import type { SyncFailures } from '@kube-router/controller';
+import type { SyncFailures, SyncWarnings } from '@kube-router/controller';
 import { nodePodCidrs } from '@kube-router/kube';
 import type { CompiledPolicy, PolicyModel } from '../model.js';
 import { policyProblemReports } from '../problem-reports.js';
@@ -53,48 +53,15 @@ export class PolicyRenders<Render> {
   }
 }
 
-/**
- * Warning events on policies, each recorded once while it lasts: a problem reported again by the next sync is not
- * recorded again; one that went away and comes back is.
- */
-export class PolicyWarnings {
-  readonly #warn: NetpolSources['warnPolicy'];
-  #reported = new Set<string>();
-  #seen = new Set<string>();
-
-  constructor(warn: NetpolSources['warnPolicy']) {
-    this.#warn = warn;
-  }
-
-  /** Call at the start of each sync's reporting. */
-  begin(): void {
-    this.#seen = new Set();
-  }
-
-  report(policyId: string, reason: string, message: string): void {
-    const key = `${policyId}\0${reason}\0${message}`;
-    this.#seen.add(key);
-    if (this.#reported.has(key)) return;
-    this.#reported.add(key);
-    const [namespace = '', name = ''] = policyId.split('/');
-    this.#warn(namespace, name, reason, message);
-  }
-
-  /** Call once the sync reported everything: what it did not report again is forgotten. */
-  end(): void {
-    this.#reported = new Set([...this.#reported].filter((key) => this.#seen.has(key)));
-  }
-}
-
 /** Joins invalid policies (those selecting local pods) into the sync error and warns; returns the ids failed closed. */
-export function reportPolicyProblems(model: PolicyModel, failures: SyncFailures, warnings: PolicyWarnings): Set<string> {
+export function reportPolicyProblems(model: PolicyModel, failures: SyncFailures, warnings: SyncWarnings): Set<string> {
   const failedClosed = new Set<string>();
   for (const problem of policyProblemReports(model)) {
     if (problem.failsClosed) {
       failedClosed.add(problem.policy);
       failures.add(`policy/${problem.policy}`, new Error(problem.message));
     }
-    warnings.report(problem.policy, problem.reason, problem.message);
+    warnings.warn(problem.policy, problem.reason, problem.message);
   }
   return failedClosed;
 }
@@ -104,12 +71,12 @@ export function reportRefusedPolicies(
   refused: ReadonlyMap<string, unknown>,
   failures: SyncFailures,
   failedClosed: Set<string>,
-  warnings: PolicyWarnings,
+  warnings: SyncWarnings,
 ): void {
   for (const [id, error] of refused) {
     failedClosed.add(id);
     failures.add(`policy/${id}`, error);
-    warnings.report(id, 'NetworkPolicyNotProgrammed', `the kernel refused the policy's rules, its pods fail closed: ${messageOf(error)}`);
+    warnings.warn(id, 'NetworkPolicyNotProgrammed', `the kernel refused the policy's rules, its pods fail closed: ${messageOf(error)}`);
   }
 }
 

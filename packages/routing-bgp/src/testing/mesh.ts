@@ -186,7 +186,14 @@ export function routingAgent(mesh: Mesh, node: MeshNode, kubeconfig: string, opt
   const routeSyncPlugin = createRouteSyncPlugin();
   const routeSync = routeSyncPlugin.create(
     context('route-sync'),
-    routeSyncPlugin.options.parse({ netns: node.netns, syncPeriodMs: 5_000, minSyncIntervalMs: 0 }),
+    // The agent gives both plugins the same --enable-ipv4 and --enable-ipv6.
+    routeSyncPlugin.options.parse({
+      netns: node.netns,
+      syncPeriodMs: 5_000,
+      minSyncIntervalMs: 0,
+      ...(options.enableIpv4 !== undefined && { enableIpv4: options.enableIpv4 }),
+      ...(options.enableIpv6 !== undefined && { enableIpv6: options.enableIpv6 }),
+    }),
   ) as Controller;
   const apiSocket = join(mesh.dir, `${node.name}.sock`);
   const routing = routingBgpPlugin.create(

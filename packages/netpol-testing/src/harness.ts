@@ -1,17 +1,16 @@
 /**
- * A netpol backend assembled as the agent assembles it, for the backends' own tests and benchmarks: not part of the
- * runtime API. It lives here rather than in @kube-router/testkit because it needs the kube, controller, health and
- * metrics packages, and those test themselves with the testkit.
+ * A netpol backend assembled as the agent assembles it, for the backends' own tests and benchmarks. It is not in
+ * @kube-router/testkit because it needs the kube, controller, health and metrics packages, and those test themselves
+ * with the testkit.
  */
 import { CoreV1Api, NetworkingV1Api } from '@kubernetes/client-node';
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { ServiceRegistry, SyncScheduler } from '@kube-router/controller';
-import type { Controller, ControllerPlugin, PluginContext } from '@kube-router/controller';
-import { HealthRegistry } from '@kube-router/healthcheck';
-import { createKubeContext, KubeServices, loadKubeConfig } from '@kube-router/kube';
+import { SyncScheduler } from '@kube-router/controller';
+import type { Controller, ControllerPlugin } from '@kube-router/controller';
+import type { HealthRegistry } from '@kube-router/healthcheck';
 import type { KubeContext } from '@kube-router/kube';
-import { AgentMetrics } from '@kube-router/metrics';
-import pino from 'pino';
+import type { AgentMetrics } from '@kube-router/metrics';
+import { testPluginContext } from './context.js';
 
 export interface HarnessEnv {
   kubeconfig: string;
@@ -36,7 +35,10 @@ export interface HarnessEnforcer {
 }
 
 export interface HarnessOptions {
-  /** The plugin's options, over a short sync interval and timeout; `netns` is always the env's. */
+  /**
+   * The plugin's options, over a short sync interval and timeout and both families (the lab's pods are dual-stack,
+   * whatever the plugin's default); `netns` is always the env's.
+   */
   options?: object;
   /** Start the scheduler's loop (event-driven syncs). Default true. */
   scheduler?: boolean;
@@ -48,15 +50,9 @@ export interface HarnessOptions {
  * within a fraction of a second.
  */
 export async function startNetpolHarness(plugin: ControllerPlugin<unknown>, env: HarnessEnv, extra: HarnessOptions = {}): Promise<HarnessEnforcer> {
-  const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }).child({ controller: 'netpol' });
-  const kubeConfig = loadKubeConfig({ kubeconfig: env.kubeconfig, env: {} });
-  const metrics = new AgentMetrics({ collectDefaultMetrics: false });
-  const health = new HealthRegistry({ defaultGraceMs: 5_000 });
-  const kube = createKubeContext({ kubeConfig, nodeName: env.nodeName, logger, metrics });
-  const services = new ServiceRegistry();
-  services.provide(KubeServices, kube);
-  const ctx: PluginContext = { nodeName: env.nodeName, logger, metrics, health, services };
+  const { ctx, kube, kubeConfig, metrics, health } = testPluginContext(env.kubeconfig, env.nodeName);
   const options = plugin.options.parse({
+    enableIpv6: true,
     syncPeriodMs: 60_000,
     minSyncIntervalMs: 100,
     syncTimeoutMs: 30_000,

@@ -1,0 +1,4 @@
+import { runNetpolBackendConformance } from '@kube-router/netpol-testing';
+import { iptablesBackend } from './testing/backend.js';
+
+runNetpolBackendConformance(iptablesBackend, { isolateUnselectedPods: true });

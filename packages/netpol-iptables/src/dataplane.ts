@@ -1,0 +1,68 @@
+import type { PluginContext } from '@kube-router/controller';
+import { FailFastSession, Ipset, Iptables } from '@kube-router/netfilter';
+import type { CommandRunner } from '@kube-router/netfilter';
+import { netpolFamilies, renderedOnRead } from '@kube-router/netpol';
+import type { IpFamily, NetpolDataplane, NodeApplied } from '@kube-router/netpol';
+import { DisabledFamilies } from './disabled-families.js';
+import { KernelApplier } from './kernel.js';
+import type { ApplyResult, NodeRender } from './kernel.js';
+import { NetpolMetrics } from './metrics.js';
+import type { ResolvedNetpolIptablesOptions } from './options.js';
+import { removeNftablesLeftovers } from './nftables-leftovers.js';
+import { renderLocalPodsSet, renderNode } from './render-node.js';
+import { renderPolicy } from './render-policy.js';
+import type { PolicyRender } from './render-policy.js';
+
+/** The iptables and ipset side of the netpol controller (createNetpolController): chains and ipsets per family. */
+export function createIptablesDataplane(ctx: PluginContext, options: ResolvedNetpolIptablesOptions, runner: CommandRunner): NetpolDataplane<PolicyRender, NodeRender> {
+  const families = netpolFamilies(options);
+  const metrics = new NetpolMetrics(ctx.metrics.registry);
+  // Each sync's kernel writes depend on each other: once one times out, the rest fail at once instead of each
+  // waiting out its own timeout, so a hung iptables-restore fails the sync within about one command timeout.
+  const session = new FailFastSession(runner);
+  const iptables: Partial<Record<IpFamily, Iptables>> = {};
+  for (const family of families) {
+    iptables[family] = new Iptables({ runner: session, family, backend: options.iptablesBackend, netns: options.netns, timeoutMs: options.commandTimeoutMs });
+  }
+  const ipset = new Ipset({ runner: session, netns: options.netns, timeoutMs: options.commandTimeoutMs });
+  const applier = new KernelApplier({ families, iptables, ipset, logger: ctx.logger, timings: metrics });
+  const disabledFamilies = new DisabledFamilies(options, families, runner, applier, ctx.logger);
+  let nftablesLeftoversRemoved = false;
+
+  return {
+    metrics,
+    renderPolicy: (policy) => renderPolicy(policy, families),
+    renderNode: (model, { podCidrs, failedPolicies }) =>
+      renderedOnRead(families, (family) => ({
+        chains: renderNode(model, family, { ...options, podCidrs }, failedPolicies),
+        ...(options.defaultDeny && { localPods: renderLocalPodsSet(model, family) }),
+      })),
+    async prepare(sync) {
+      // Full syncs re-read the kernel to repair drift; triggered ones trust what they wrote.
+      if (sync.full) applier.invalidate();
+      session.begin();
+      await disabledFamilies.remove(sync);
+    },
+    applyPolicies: (policies, node, progress) => applier.applyPolicies(policies, node, progress),
+    applyNode: async (node, progress) => nodeApplied(await applier.applyNode(node, progress)),
+    async removeLeftovers({ failures }, enforcing) {
+      // Our chains enforce now: the nftables backend's tables can go without a moment of no enforcer.
+      if (nftablesLeftoversRemoved || !enforcing) return;
+      try {
+        nftablesLeftoversRemoved = await removeNftablesLeftovers(runner, options.netns, options.commandTimeoutMs);
+      } catch (error) {
+        failures.add('nftables-leftovers', error);
+      }
+    },
+    counts: () => applier.counts(),
+  };
+}
+
+function nodeApplied(result: ApplyResult): NodeApplied {
+  const failures = new Map<string, unknown>();
+  for (const [family, error] of result.nodeFailures) failures.set(`node/${family}`, error);
+  for (const [set, error] of result.setFailures) failures.set(`ipset/${set}`, error);
+  for (const [chains, error] of result.chainFailures) failures.set(`stale-chains/${chains}`, error);
+  const { chainsWritten, setsWritten, chainsDeleted, setsDestroyed } = result;
+  return { enforcing: result.enforcing, failures, written: { chainsWritten, setsWritten, chainsDeleted, setsDestroyed } };
+}

@@ -1,0 +1,17 @@
+export { startNetpolHarness } from './harness.js';
+export { testPluginContext } from './context.js';
+export type { TestPluginContext } from './context.js';
+export type { HarnessEnforcer, HarnessEnv, HarnessOptions } from './harness.js';
+export type { InNode, NetpolKernelProbe, NetpolTestBackend, ProbedWorld } from './backend.js';
+export { startTestEnforcer } from './enforcer.js';
+export type { TestEnforcerOptions } from './enforcer.js';
+export { addServerAndClients, missingForRealTests, startWorld, testRunId } from './world.js';
+export type { World } from './world.js';
+export { runNetpolContractSuite } from './contract-suite.js';
+export { runNetpolBackendConformance } from './conformance-suite.js';
+export { runNetpolRestartSuite } from './restart-suite.js';
+export { runNetpolKernelSuite } from './kernel-suite.js';
+export { runNetpolEnforcementSuite } from './enforcement-suite.js';
+export { addForeignObjects } from './foreign.js';
+export { benchClock, gauge, inNetns, metricSum, startScheduler } from './bench.js';
+export { compileSmallCluster, serverFromClientsPolicy } from './fixtures.js';

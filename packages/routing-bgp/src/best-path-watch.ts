@@ -1,0 +1,55 @@
+import type { Logger } from 'pino';
+import type { GobgpClient, WatchHandlers } from './gobgp-api.js';
+
+export interface BestPathWatchOptions {
+  gobgp: () => Pick<GobgpClient, 'watchEvents'>;
+  /** What the stream reports: best-path changes and peer state changes. */
+  handlers: Pick<WatchHandlers, 'onPaths' | 'onPeerChange'>;
+  /** The stream ended on its own (gobgpd went away): asks for a sync, which watches again once gobgpd answers. */
+  onLost(): void;
+  logger: Logger;
+  retryDelayMs?: number;
+}
+
+/**
+ * gobgpd's event stream of best paths and peer states: learned routes follow it between syncs. At most one stream is
+ * open; a stream that ends asks for a sync after a pause rather than reconnecting in a loop while gobgpd is down.
+ */
+export class BestPathWatch {
+  #cancel: (() => void) | undefined;
+  #retry: NodeJS.Timeout | undefined;
+  #stopped = false;
+
+  constructor(private readonly options: BestPathWatchOptions) {}
+
+  get watching(): boolean {
+    return this.#cancel !== undefined;
+  }
+
+  /** Opens the stream unless one is open. */
+  ensure(): void {
+    if (this.#stopped || this.#cancel) return;
+    this.#cancel = this.options.gobgp().watchEvents({
+      ...this.options.handlers,
+      onEnd: (error) => {
+        this.#cancel = undefined;
+        if (this.#stopped) return;
+        this.options.logger.debug({ err: error }, 'gobgp event watch ended; watching again');
+        clearTimeout(this.#retry);
+        this.#retry = setTimeout(() => this.options.onLost(), this.options.retryDelayMs ?? 1_000);
+      },
+    });
+  }
+
+  /** The stream is on a gobgpd that is gone or was reset: the next `ensure` opens a new one. */
+  cancel(): void {
+    this.#cancel?.();
+    this.#cancel = undefined;
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#retry);
+    this.cancel();
+  }
+}

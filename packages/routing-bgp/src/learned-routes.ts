@@ -1,0 +1,148 @@
+import { SyncFailures, type InjectedRoute, type RouteSyncService } from '@kube-router/controller';
+import type { Logger } from 'pino';
+import type { ApiPath, GobgpClient } from './gobgp-api.js';
+import { AFI_OF, onLinkPrefixContains, type Family } from './nodes.js';
+import { isLocalPath, isUnicast, learnedBestPaths, pathNextHop, pathPrefix, type LearnedPath } from './paths.js';
+import { RestartGrace } from './restart-grace.js';
+
+export interface LearnedRoute {
+  route: InjectedRoute;
+  /** The peer the route was learned from. */
+  neighbor: string;
+}
+
+export interface LearnedRoutesOptions {
+  /** The owner of the routes in route-sync. */
+  owner: string;
+  routes: Pick<RouteSyncService, 'setRoutes'>;
+  gobgp: () => Pick<GobgpClient, 'listGlobalPaths'>;
+  /** This node's addresses with their prefix length (`ip address`): a next hop inside one is on-link. */
+  localPrefixes(): Promise<string[]>;
+  /** Whether some stage still wants a session with this peer: a Node deleted during a restart grace loses its routes. */
+  isPeerWanted(address: string): boolean;
+  /** How long routes learned before a gobgpd restart outlive it. */
+  restartGraceMs: number;
+  logger: Logger;
+  /** How long a burst of best-path events is gathered before one hand-over. */
+  handOverDelayMs?: number;
+}
+
+/**
+ * The best paths peers sent, turned into kernel routes for route-sync. Kept current by gobgpd's best-path events as
+ * they come, and replaced by a full listing of gobgpd's RIB on every sync (level-triggered, in case an event was
+ * missed). Only a next hop on one of this node's subnets gets a route, as in kube-router without an overlay; the
+ * others are left to the network's own routing.
+ */
+export class LearnedRoutes {
+  /** The best path per destination, as gobgpd last reported it. */
+  #learned = new Map<string, LearnedPath>();
+  /** Counts event batches, so that a listing can tell whether events arrived while it ran. */
+  #eventBatches = 0;
+  #handOverTimer: NodeJS.Timeout | undefined;
+  /** What was last handed to route-sync, with the neighbor each route was learned from. */
+  #handedOver = new Map<string, LearnedRoute>();
+  readonly #retained: RestartGrace<LearnedRoute>;
+  /** This node as of the last sync; undefined until the first one read it (nothing is handed over before). */
+  #node: { families: Family[]; podCidrs: readonly string[] } | undefined;
+  #onLinkPrefixes: string[] = [];
+  #stopped = false;
+
+  constructor(private readonly options: LearnedRoutesOptions) {
+    this.#retained = new RestartGrace(options.restartGraceMs, () => this.#handOver());
+  }
+
+  /** The families this node routes and its own pod CIDRs (never routed to a peer), as this sync read them. */
+  setNode(families: readonly Family[], podCidrs: readonly string[]): void {
+    this.#node = { families: [...families], podCidrs };
+  }
+
+  /** Re-reads the node's subnets, refreshed every sync: a learned next hop in one of them gets a direct route. */
+  async refreshOnLinkPrefixes(): Promise<void> {
+    this.#onLinkPrefixes = await this.options.localPrefixes();
+  }
+
+  applyBestPathEvents(paths: readonly ApiPath[]): void {
+    this.#eventBatches++;
+    for (const path of paths) {
+      if (!isUnicast(path, 'AFI_IP') && !isUnicast(path, 'AFI_IP6')) continue;
+      const destination = pathPrefix(path);
+      if (!destination) continue;
+      const nextHop = pathNextHop(path);
+      // A withdrawal, or our own path becoming best, ends what a peer taught us about the destination.
+      if (path.isWithdraw || isLocalPath(path) || !nextHop) {
+        this.#learned.delete(destination);
+        this.#retained.drop(destination);
+      } else this.#learned.set(destination, { destination, nextHop, neighbor: path.neighborIp! });
+    }
+    // One hand-over per burst: a peer's 5,000 UPDATEs arrive as hundreds of events within milliseconds.
+    this.#handOverTimer ??= setTimeout(() => {
+      this.#handOverTimer = undefined;
+      this.#handOver();
+    }, this.options.handOverDelayMs ?? 20);
+  }
+
+  /** Lists gobgpd's RIB in full and hands over what it holds. gobgpd unreachable: the routes handed over stay. */
+  async relist(): Promise<void> {
+    const node = this.#node;
+    if (!node) return;
+    for (let attempt = 0; ; attempt++) {
+      const batchesBefore = this.#eventBatches;
+      const listed = new Map<string, LearnedPath>();
+      const failures = new SyncFailures();
+      for (const family of node.families) {
+        const afi = AFI_OF[family];
+        const paths = await failures.attempt(`learned-routes/${family}`, () => this.options.gobgp().listGlobalPaths(afi));
+        for (const path of learnedBestPaths((paths ?? []).filter((p) => isUnicast(p, afi)))) listed.set(path.destination, path);
+      }
+      // The kernel keeps forwarding on what was handed over while gobgpd comes back.
+      failures.throwIfAny('learned routes');
+      // Events that arrived while listing may be older or newer than the listing: list again rather than guess.
+      if (batchesBefore === this.#eventBatches || attempt >= 2) {
+        this.#learned = listed;
+        break;
+      }
+    }
+    this.#handOver();
+  }
+
+  /** gobgpd restarted with an empty RIB: what it had taught us is kept for the grace period while it relearns. */
+  gobgpdRestarted(): void {
+    this.#learned = new Map();
+    this.#retained.keep(this.#handedOver);
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#handOverTimer);
+    this.#retained.stop();
+  }
+
+  #handOver(): void {
+    const node = this.#node;
+    if (!node || this.#stopped) return;
+    const onLink = new Map<string, boolean>();
+    const wanted = new Map<string, LearnedRoute>();
+    for (const path of this.#learned.values()) {
+      if (node.podCidrs.includes(path.destination)) continue;
+      let direct = onLink.get(path.nextHop);
+      if (direct === undefined) onLink.set(path.nextHop, (direct = onLinkPrefixContains(this.#onLinkPrefixes, path.nextHop)));
+      if (direct) wanted.set(path.destination, { route: { destination: path.destination, gateway: path.nextHop }, neighbor: path.neighbor });
+    }
+    for (const [destination, kept] of this.#retained.entries()) {
+      if (!wanted.has(destination) && this.options.isPeerWanted(kept.neighbor)) wanted.set(destination, kept);
+    }
+    if (sameRoutes(wanted, this.#handedOver)) return;
+    this.#handedOver = wanted;
+    this.options.routes.setRoutes(this.options.owner, [...wanted.values()].map((r) => r.route));
+    this.options.logger.debug({ routes: wanted.size }, 'learned routes handed to route-sync');
+  }
+}
+
+function sameRoutes(a: ReadonlyMap<string, LearnedRoute>, b: ReadonlyMap<string, LearnedRoute>): boolean {
+  if (a.size !== b.size) return false;
+  for (const [destination, { route }] of a) {
+    const other = b.get(destination)?.route;
+    if (!other || other.gateway !== route.gateway || other.device !== route.device) return false;
+  }
+  return true;
+}
