@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { PLUGIN_CONTRACT_VERSION } from '@kube-router/controller';
+import { lballocPlugin } from '@kube-router/lballoc';
+import { netpolIptablesPlugin } from '@kube-router/netpol-iptables';
+import { netpolNftablesPlugin } from '@kube-router/netpol-nftables';
+import { proxyIpvsPlugin } from '@kube-router/proxy-ipvs';
+import { routeSyncPlugin } from '@kube-router/route-sync';
+import { routingBgpPlugin } from '@kube-router/routing-bgp';
 import { z } from 'zod';
 import { createAgent } from './agent.js';
 import { AssemblyError, orderAssembly, type PluginEntry } from './assembly.js';
@@ -121,13 +127,26 @@ describe('createAgent refuses a bad assembly with a clear message', () => {
     ]);
   });
 
+  it("accepts every built-in plugin under this agent's plugin contract", () => {
+    const plugins = [netpolIptablesPlugin, netpolNftablesPlugin, proxyIpvsPlugin, routeSyncPlugin, routingBgpPlugin, lballocPlugin];
+    const problems = plugins.flatMap((plugin) => {
+      try {
+        orderAssembly([{ plugin: { ...plugin, name: `${plugin.name}-check`, requires: [] } as never }]);
+        return [];
+      } catch (error) {
+        return (error as AssemblyError).problems;
+      }
+    });
+    expect(problems).toEqual([]);
+  });
+
   it('refuses a plugin whose host range excludes this agent\'s plugin contract, or that has none', async () => {
     const future = { ...testPlugin({ name: 'future' }), host: '^99.0.0' };
     const unnamed = { ...testPlugin({ name: 'unranged' }), host: 'soon' };
     const error = await assemblyError([{ plugin: future as never }, { plugin: unnamed as never }, entry('netpol')]);
     expect(error.problems).toEqual([
-      `plugin future needs the plugin contract ^99.0.0, and this agent has @kube-router/controller ${PLUGIN_CONTRACT_VERSION}`,
-      `plugin unranged has no valid host range "soon" (the @kube-router/controller versions it works with, such as ^${PLUGIN_CONTRACT_VERSION})`,
+      `plugin future needs the plugin contract ^99.0.0, and this agent offers ${PLUGIN_CONTRACT_VERSION}`,
+      `plugin unranged has no valid host range "soon" (the plugin contract versions it works with, such as ^${PLUGIN_CONTRACT_VERSION})`,
     ]);
   });
 

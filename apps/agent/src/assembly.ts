@@ -135,10 +135,10 @@ function orderEntries(entries: readonly PluginEntry[]): { ordered: PluginEntry[]
 /** Why a plugin's `host` range refuses this agent's plugin contract, or undefined when it accepts it. */
 function checkHost(host: unknown): string | undefined {
   if (typeof host !== 'string' || semver.validRange(host) === null) {
-    return `has no valid host range ${JSON.stringify(host)} (the @kube-router/controller versions it works with, such as ^${PLUGIN_CONTRACT_VERSION})`;
+    return `has no valid host range ${JSON.stringify(host)} (the plugin contract versions it works with, such as ^${PLUGIN_CONTRACT_VERSION})`;
   }
   if (!semver.satisfies(PLUGIN_CONTRACT_VERSION, host, { includePrerelease: true })) {
-    return `needs the plugin contract ${host}, and this agent has @kube-router/controller ${PLUGIN_CONTRACT_VERSION}`;
+    return `needs the plugin contract ${host}, and this agent offers ${PLUGIN_CONTRACT_VERSION}`;
   }
   return undefined;
 }

@@ -1,10 +1,7 @@
-import { readFileSync } from 'node:fs';
-
 /**
- * The version of this package, which is the version of the plugin contract a host offers: a plugin's `host` range is
- * checked against it. Read from the package's own manifest (one directory above both src/ and dist/), so that a
- * changeset's bump is the only place the version changes.
+ * The version of the plugin contract this host offers (the Controller, ControllerPlugin, PluginContext and SyncContext
+ * types and createSyncController's behaviour): a plugin's `host` range is checked against it. It is not the package's
+ * version, which moves with every release: it changes by hand, and only when the contract does (a minor for an
+ * addition a plugin may ignore, a major for a change that breaks plugins written against the old one).
  */
-export const PLUGIN_CONTRACT_VERSION: string = (
-  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
-).version;
+export const PLUGIN_CONTRACT_VERSION = '1.0.0';

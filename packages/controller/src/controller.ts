@@ -82,8 +82,8 @@ export interface ControllerPlugin<O = unknown> {
   /** Unique name; also the controller name unless the plugin chooses another. */
   readonly name: string;
   /**
-   * The versions of this contract (`@kube-router/controller`, PLUGIN_CONTRACT_VERSION) the plugin works with, as a
-   * semver range such as `^0.1.0`. The agent refuses an assembly whose contract is outside a plugin's range, naming
+   * The versions of this plugin contract (PLUGIN_CONTRACT_VERSION, not the package's version) the plugin works with, as a
+   * semver range such as `^1.0.0`. The agent refuses an assembly whose contract is outside a plugin's range, naming
    * both, instead of failing later on a missing field.
    */
   readonly host: string;

@@ -231,3 +231,29 @@ describe('drift reports', () => {
     expect(text).not.toContain('object="ipset"');
   });
 });
+
+describe('createSyncController stops', () => {
+  it('after the running sync, and runs none of the calls queued behind it', async () => {
+    let release!: () => void;
+    const started: string[] = [];
+    const controller = createSyncController(testContext(), {
+      name: 'stopping',
+      syncPeriodMs: 60_000,
+      syncTimeoutMs: 0,
+      async sync({ reason }) {
+        started.push(reason);
+        if (reason === 'first') await new Promise<void>((resolve) => (release = resolve));
+      },
+    });
+    await controller.start({ requestSync: () => undefined, signal: new AbortController().signal });
+    const first = controller.runObservedSync('first');
+    const queued = controller.runObservedSync('queued');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    const stopping = controller.stop();
+    release();
+    await stopping;
+    expect((await first).ok).toBe(true);
+    expect((await queued).ok).toBe(false);
+    expect(started).toEqual(['first']);
+  });
+});

@@ -67,6 +67,7 @@ export function createSyncController(ctx: PluginContext, spec: SyncControllerSpe
   let unfinished: Promise<unknown> | undefined;
   // The tail of the calls to runObservedSync: each waits for the one before it.
   let previous: Promise<unknown> = Promise.resolve();
+  let stopped = false;
 
   const driftRepaired = (object: string, names: readonly string[]): void => {
     if (names.length === 0) return;
@@ -125,6 +126,9 @@ export function createSyncController(ctx: PluginContext, spec: SyncControllerSpe
   };
 
   const observedSync = async (reason: SyncReason): Promise<SyncOutcome> => {
+    // A call queued behind the last sync when the controller stopped: the kernel is no longer this controller's to
+    // touch. Not a sync, so neither a beat nor an outcome.
+    if (stopped) return { ok: false, error: new Error(`${spec.name}: stopped`), durationMs: 0 };
     if (unfinished) await unfinished;
     const outcome = await ctx.metrics.runObservedSync(component, (progress) => boundedSync(reason, progress));
     if (!outcome.ok) ctx.logger.warn({ err: outcome.error, reason, durationMs: outcome.durationMs }, 'sync failed');
@@ -143,11 +147,15 @@ export function createSyncController(ctx: PluginContext, spec: SyncControllerSpe
     },
     runObservedSync(reason): Promise<SyncOutcome> {
       const turn = previous.then(() => observedSync(reason));
-      previous = turn;
+      // A turn never rejects (runObservedSync never throws), but if one ever did, the next must still run.
+      previous = turn.catch(() => undefined);
       return turn;
     },
     async stop() {
+      stopped = true;
       stopping.abort(new Error('agent stopping'));
+      // The running sync (aborted) and the calls queued behind it (which now end at once) end before spec.stop.
+      await previous;
       if (unfinished) await unfinished;
       await spec.stop?.();
     },

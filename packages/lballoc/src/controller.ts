@@ -88,7 +88,10 @@ export function createLballocController(ctx: PluginContext, cluster: LballocClus
     const served = services.filter((service) => safelyOurs(service));
     let unfenced: unknown;
     for (let index = 0; index < served.length; index += FENCE_CONCURRENCY) {
-      if (!cluster.isLeader()) throw new Error('lost the Lease while fencing');
+      if (!cluster.isLeader()) {
+        failures.add('fence', new Error('lost the Lease while fencing'));
+        failures.throwIfAny(LBALLOC_CONTROLLER);
+      }
       await Promise.all(
         served.slice(index, index + FENCE_CONCURRENCY).map(async (service) => {
           const object = `fence/${service.metadata?.namespace}/${service.metadata?.name}`;
@@ -129,7 +132,8 @@ export function createLballocController(ctx: PluginContext, cluster: LballocClus
       if (!cluster.isLeader()) return;
       const failures = new SyncFailures();
       const term = cluster.leadershipTerm();
-      if (fencedTerm !== term) {
+      // A leader that allocates nothing (a bad range) has no write to fence against.
+      if (pool && fencedTerm !== term) {
         await fence(await listServices(signal), failures, signal);
         fencedTerm = term;
       }

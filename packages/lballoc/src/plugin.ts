@@ -26,7 +26,7 @@ export type LballocOptions = z.input<typeof lballocOptions>;
 /** The LoadBalancer IP allocator plugin. It needs the agent's Kubernetes context (KubeServices). */
 export const lballocPlugin = definePlugin({
   name: LBALLOC_CONTROLLER,
-  host: '^0.1.0',
+  host: '^1.0.0',
   options: lballocOptions,
   create(ctx, options) {
     const kube = ctx.services.get(KubeServices);

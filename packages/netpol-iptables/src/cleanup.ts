@@ -6,6 +6,7 @@ import { removeNftablesLeftovers } from './nftables-leftovers.js';
 
 export interface CleanupOptions {
   readonly runner: CommandRunner;
+  /** The enabled families: always cleaned; a disabled family is cleaned too where its tools and kernel support exist. */
   readonly families: readonly IpFamily[];
   readonly backend: IptablesBackend;
   readonly netns?: string;
@@ -20,9 +21,12 @@ export interface CleanupOptions {
 export async function removeIptablesNetpol(options: CleanupOptions): Promise<void> {
   const errors: unknown[] = [];
   const netns = options.netns === undefined ? {} : { netns: options.netns };
-  for (const family of options.families) {
+  for (const family of ['ipv4', 'ipv6'] as const) {
+    const iptables = new Iptables({ runner: options.runner, family, backend: options.backend, ...netns, timeoutMs: options.timeoutMs });
+    // A family disabled now may have been enforced by an earlier run: its rules go too, where it can be read at all.
+    if (!options.families.includes(family) && !iptables.canSaveAndRestore()) continue;
     try {
-      await removeOwnFilterRules(new Iptables({ runner: options.runner, family, backend: options.backend, ...netns, timeoutMs: options.timeoutMs }));
+      await removeOwnFilterRules(iptables);
     } catch (error) {
       errors.push(error);
     }

@@ -55,6 +55,7 @@ export function createIptablesDataplane(ctx: PluginContext, options: ResolvedNet
       }
     },
     counts: () => applier.counts(),
+    takeDrift: () => applier.takeDrift(),
   };
 }
 

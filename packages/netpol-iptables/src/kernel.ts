@@ -100,6 +100,8 @@ export class KernelApplier {
   readonly #changedInPlace = new Map<IpFamily, Set<string>>();
   /** Chains changed in place and written again since, to be read back at the end of the apply (#recordRepaired). */
   #repaired = new Map<IpFamily, Set<string>>();
+  /** What read-backs found changed or gone behind us since takeDrift last handed it over. */
+  #drift = { chain: new Set<string>(), ipset: new Set<string>() };
 
   constructor(options: KernelApplierOptions) {
     this.#options = options;
@@ -133,6 +135,13 @@ export class KernelApplier {
     return { chains, sets: this.#sets.size };
   }
 
+  /** Hands over, once, the chains and sets that read-backs found changed or gone though we had written them. */
+  takeDrift(): { chain: string[]; ipset: string[] } {
+    const drift = { chain: [...this.#drift.chain], ipset: [...this.#drift.ipset] };
+    this.#drift = { chain: new Set(), ipset: new Set() };
+    return drift;
+  }
+
   /** Reads our chains, the jumps into them and our sets from the kernel. */
   async refresh(): Promise<void> {
     for (const family of this.#options.families) {
@@ -164,6 +173,12 @@ export class KernelApplier {
       if (changedInPlace.size > 0) {
         this.#options.logger.warn({ family, chains: [...changedInPlace] }, 'rules of our chains were changed in place by someone else');
       }
+      // Drift: a chain we knew as written (a digest of ours) that is gone, or no longer what we wrote.
+      for (const [name, before] of known) {
+        if (before.digest === '?') continue;
+        const now = next.get(name);
+        if (!now || now.digest === '?') this.#drift.chain.add(`${family}/${name}`);
+      }
       this.#changedInPlace.set(family, changedInPlace);
       this.#chains.set(family, next);
       const jumps = new Map<BuiltinChain, { position: number; spec: string }[]>();
@@ -176,6 +191,7 @@ export class KernelApplier {
       }
       this.#jumps.set(family, jumps);
     }
+    const setsBefore = new Map(this.#sets);
     this.#sets.clear();
     this.#tempSetExists = false;
     for (const saved of await this.#options.ipset.save()) {
@@ -184,6 +200,8 @@ export class KernelApplier {
       else this.#sets.set(saved.name, setDigest(saved.type, saved.members));
       if (saved.family) this.#setFamilies.set(saved.name, saved.family);
     }
+    // Drift: a set we knew (as written or as read) that is gone or holds other members now.
+    for (const [name, digest] of setsBefore) if (digest !== '?' && this.#sets.get(name) !== digest) this.#drift.ipset.add(name);
     this.#fresh = true;
   }
 

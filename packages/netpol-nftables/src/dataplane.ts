@@ -75,6 +75,7 @@ export function createNftablesDataplane(ctx: PluginContext, options: ResolvedNet
       }
     },
     counts: () => applier.counts(),
+    takeDrift: () => applier.takeDrift(),
     start: () => leftovers.searchAhead(),
     stop: () => leftovers.forget(),
   };

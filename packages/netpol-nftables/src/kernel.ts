@@ -107,6 +107,8 @@ export class KernelApplier {
   /** Chains changed in place and written again since, to be read back at the end of the apply (#recordRepaired). */
   #repaired: { family: IpFamily; name: string }[] = [];
   #fresh = false;
+  /** What read-backs found changed or gone behind us since takeDrift last handed it over. */
+  #drift = { chain: new Set<string>(), set: new Set<string>() };
   /** Between a sync's two phases: what applyPolicies did, for applyNode. */
   readonly #pending = new PhaseHandOff<PendingApply>();
 
@@ -136,6 +138,28 @@ export class KernelApplier {
     return { chains, sets, rules };
   }
 
+  /** Hands over, once, the chains and sets that read-backs found changed or gone though we had written them. */
+  takeDrift(): { chain: string[]; set: string[] } {
+    const drift = { chain: [...this.#drift.chain], set: [...this.#drift.set] };
+    this.#drift = { chain: new Set(), set: new Set() };
+    return drift;
+  }
+
+  /** Drift: a chain known as written (a digest of ours) that is gone or changed, a set known that holds other elements. */
+  #recordDrift(family: IpFamily, before: FamilyState, now: FamilyState): void {
+    for (const [name, known] of before.chains) {
+      if (known.digest === undefined) continue;
+      const read = now.chains.get(name);
+      if (read?.digest !== known.digest || read.ruleCount !== known.ruleCount) this.#drift.chain.add(`${family}/${name}`);
+    }
+    for (const [name, known] of before.sets) {
+      const read = now.sets.get(name);
+      if (!read || read.elements.size !== known.elements.size || [...known.elements].some((element) => !read.elements.has(element))) {
+        this.#drift.set.add(`${family}/${name}`);
+      }
+    }
+  }
+
   async refresh(): Promise<void> {
     // Both tables at once: with an Nft per family the two listings (each a few hundred ms on a large table) overlap.
     const read = await Promise.all(
@@ -149,6 +173,8 @@ export class KernelApplier {
     for (const [family, ruleset] of read) {
       const readBack = new Map<string, ReadBackChain>();
       const { state, changedInPlace } = readState(ruleset, family, this.#readBack.get(family), readBack);
+      const before = this.#state.get(family);
+      if (before) this.#recordDrift(family, before, state);
       this.#state.set(family, state);
       this.#readBack.set(family, readBack);
       this.#changedInPlace.set(family, new Set(changedInPlace));

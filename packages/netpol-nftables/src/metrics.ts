@@ -1,4 +1,4 @@
-import type { IpFamily } from '@kube-router/netpol';
+import type { IpFamily, NetpolObjectCounts } from '@kube-router/netpol';
 import { NetpolSyncMetrics } from '@kube-router/netpol';
 import { gaugeOn } from '@kube-router/metrics';
 import type { Gauge, Histogram, Registry } from 'prom-client';
@@ -17,9 +17,9 @@ export class NetpolNftablesMetrics extends NetpolSyncMetrics implements KernelTi
     this.listTime = this.histogram('kube_router_netpol_nftables_list_time', 'Time it took to read a netpol table back with nft -j', ['family']);
   }
 
-  override recordObjects(counts: { chains: number; sets: number; rules: number }): void {
+  override recordObjects(counts: NetpolObjectCounts): void {
     super.recordObjects(counts);
-    this.rules.set(counts.rules);
+    this.rules.set(counts.rules ?? 0);
   }
 
   list(family: IpFamily, seconds: number): void {

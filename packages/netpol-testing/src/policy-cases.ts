@@ -1,7 +1,7 @@
 import { sample } from '@kube-router/controller/contract';
 import { podChainName } from '@kube-router/netpol';
 import { expect, it } from 'vitest';
-import type { EnforcementContext } from './enforcement-suite.js';
+import type { EnforcementContext } from './enforcement-context.js';
 
 /** What policies allow and deny, in both families, through the backend's rules in the kernel. */
 export function policyCases(context: EnforcementContext): void {

@@ -146,7 +146,7 @@ class ProxySync {
     await this.#healthChecks.close();
   }
 
-  async run({ reason, full: fullSync, progress, signal }: SyncContext): Promise<void> {
+  async run({ reason, full: fullSync, progress, signal, driftRepaired }: SyncContext): Promise<void> {
     if (!this.#sources.hasSynced()) throw new Error('informer caches have not synced: refusing to program IPVS from an incomplete view');
     const started = performance.now();
     const full = fullSync || !this.#vips.known;
@@ -162,6 +162,10 @@ class ProxySync {
 
     const model = this.#model(failures);
     const ipvs = await failures.attempt('ipvs', () => this.#ipvs.apply(model, failures, this.#warnings));
+    if (ipvs) {
+      driftRepaired('ipvs_service', ipvs.drift.services);
+      driftRepaired('ipvs_destination', ipvs.drift.destinations);
+    }
     progress();
     signal.throwIfAborted();
 

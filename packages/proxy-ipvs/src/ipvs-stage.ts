@@ -14,6 +14,11 @@ export interface IpvsApplied {
   readonly restoreMs: number;
   /** IPVS services in the kernel after the sync. */
   readonly virtualServers: number;
+  /**
+   * What this sync found gone from the kernel though the last sync had put it there and it is still wanted the same:
+   * removed behind the agent's back (`ipvsadm -D`, `-d`), and put back by this sync.
+   */
+  readonly drift: { readonly services: readonly string[]; readonly destinations: readonly string[] };
 }
 
 export interface IpvsStageOptions {
@@ -32,6 +37,8 @@ export class IpvsStage {
   readonly #ipvs: Ipvsadm;
   readonly #options: IpvsStageOptions;
   #draining: ReadonlyMap<string, DrainingDestination> = new Map();
+  /** The services and real servers (drainKey) the last sync left in the kernel as wanted; empty until one applied cleanly. */
+  #inPlace: { services: ReadonlySet<string>; destinations: ReadonlySet<string> } = { services: new Set(), destinations: new Set() };
 
   constructor(ipvs: Ipvsadm, options: IpvsStageOptions) {
     this.#ipvs = ipvs;
@@ -47,6 +54,7 @@ export class IpvsStage {
     const saveStarted = performance.now();
     const current = await this.#ipvs.save();
     const saveMs = performance.now() - saveStarted;
+    const drift = this.#driftIn(current, model);
     const planOf = await this.#planner(model);
     const plan = planOf(current);
     const restored = await this.#ipvs.restore([...plan.deletions, ...[...plan.byService.values()].flat()]);
@@ -58,10 +66,25 @@ export class IpvsStage {
       restoreMs += retried.restoreMs;
     }
     this.#draining = plan.draining;
+    // Only a clean apply says what is in the kernel now; after a refusal the next save is all there is to go by.
+    this.#inPlace = restored.stderr ? { services: new Set(), destinations: new Set() } : wantedObjects(model);
     const inKernel = new Set(current.map((server) => ipvsServiceId(server.service)));
     let added = 0;
     for (const id of model.virtualServers.keys()) if (!inKernel.has(id)) added++;
-    return { operations, saveMs, restoreMs, virtualServers: current.length - plan.deletions.length + added };
+    return { operations, saveMs, restoreMs, virtualServers: current.length - plan.deletions.length + added, drift };
+  }
+
+  /** The wanted services and real servers that the last sync left in place and the kernel no longer has. */
+  #driftIn(current: readonly IpvsVirtualServer[], model: ProxyModel): IpvsApplied['drift'] {
+    const found = wantedObjects({ virtualServers: new Map(current.map((server) => [ipvsServiceId(server.service), server])) });
+    const wanted = wantedObjects(model);
+    return {
+      services: [...this.#inPlace.services].filter((id) => wanted.services.has(id) && !found.services.has(id)),
+      // A real server of a service that is gone is counted with its service.
+      destinations: [...this.#inPlace.destinations].filter(
+        (key) => wanted.destinations.has(key) && !found.destinations.has(key) && found.services.has(key.slice(0, key.indexOf('>'))),
+      ),
+    };
   }
 
   /** Plans from a kernel state to the model; the connection counts of the real servers are read while any drains. */
@@ -107,4 +130,15 @@ export class IpvsStage {
     for (const line of leftover.deletions) failures.add(`ipvs-cleanup/${line}`, new Error(`IPVS refused "${line}": ${stderr}`));
     return { operations, restoreMs };
   }
+}
+
+/** Service ids and real server keys (drainKey) of a set of virtual servers. */
+function wantedObjects(model: { readonly virtualServers: ReadonlyMap<string, IpvsVirtualServer> }): { services: Set<string>; destinations: Set<string> } {
+  const services = new Set<string>();
+  const destinations = new Set<string>();
+  for (const [id, server] of model.virtualServers) {
+    services.add(id);
+    for (const destination of server.destinations) destinations.add(drainKey(server.service, destination));
+  }
+  return { services, destinations };
 }

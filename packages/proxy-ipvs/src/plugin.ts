@@ -21,7 +21,7 @@ export interface ProxyIpvsPluginOverrides {
 export function createProxyIpvsPlugin(overrides: ProxyIpvsPluginOverrides = {}): ControllerPlugin<ResolvedProxyIpvsOptions> {
   return definePlugin({
     name: PROXY_CONTROLLER,
-    host: '^0.1.0',
+    host: '^1.0.0',
     options: proxyIpvsOptions,
     // A test's runner (one into a QEMU guest) stands in for the tools.
     tools: (options) =>

@@ -164,6 +164,26 @@ describe.skipIf(unavailable !== undefined)(`proxy on a real IPVS kernel${unavail
     await syncWhen(() => (slice('spread')?.endpoints?.length ?? 0) === 2);
   });
 
+  it('puts back an IPVS service and a real server deleted by hand, and counts them as drift', async () => {
+    expect((await sync()).ok).toBe(true);
+    const drift = async (object: string) =>
+      (await proxy.metrics.registry.getSingleMetric('kube_router_controller_drift_repaired_total')?.get())?.values.find(
+        (value) => value.labels.controller === 'proxy' && value.labels.object === object,
+      )?.value ?? 0;
+    const before = { services: await drift('ipvs_service'), destinations: await drift('ipvs_destination') };
+    const inNetns = world.netns ? { netns: world.netns } : {};
+    await kernel.runner.run({ command: 'ipvsadm', args: ['-D', '-t', '10.96.0.11:80'], ...inNetns });
+    await kernel.runner.run({ command: 'ipvsadm', args: ['-d', '-t', '10.96.0.10:80', '-r', `${a.ip}:8080`], ...inNetns });
+    expect((await sync()).ok).toBe(true);
+    expect((await ipvs()).some((s) => s.service.address === '10.96.0.11')).toBe(true);
+    expect((await ipvs()).find((s) => s.service.address === '10.96.0.10')?.destinations.map((d) => d.address).sort()).toEqual([a.ip, b.ip].sort());
+    expect(await drift('ipvs_service')).toBe(before.services + 1);
+    expect(await drift('ipvs_destination')).toBe(before.destinations + 1);
+    // Nothing else changed behind the agent: the next sync counts nothing.
+    expect((await sync()).ok).toBe(true);
+    expect(await drift('ipvs_service')).toBe(before.services + 1);
+  });
+
   it('drains a removed endpoint: no new connections, the open one kept, deleted after the graceful period', async () => {
     proxy.server.create(serviceObject({ name: 'drain', clusterIP: '10.96.0.15' }));
     proxy.server.create(sliceObject('drain', [{ ip: b.ip }]));

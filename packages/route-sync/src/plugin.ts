@@ -16,7 +16,7 @@ export interface RouteSyncPluginOverrides {
 export function createRouteSyncPlugin(overrides: RouteSyncPluginOverrides = {}): ControllerPlugin<ResolvedRouteSyncOptions> {
   return definePlugin({
     name: ROUTE_SYNC_CONTROLLER,
-    host: '^0.1.0',
+    host: '^1.0.0',
     options: routeSyncOptions,
     // A test's runner stands in for the tool.
     tools: () => (overrides.runner ? [] : ['ip']),

@@ -179,7 +179,7 @@ function settingsOf(options: ParsedOptions): RoutingSettings {
  */
 export const routingBgpPlugin = definePlugin({
   name: ROUTING_BGP_CONTROLLER,
-  host: '^0.1.0',
+  host: '^1.0.0',
   requires: ['route-sync'],
   options: routingBgpOptions,
   // gobgpd only where this agent runs it: with --manage-gobgpd=false (the option) it drives one that runs already.

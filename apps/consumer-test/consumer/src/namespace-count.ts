@@ -15,7 +15,7 @@ export const namespaceCountOptions = z.strictObject({
 
 export const namespaceCountPlugin = definePlugin({
   name: NAMESPACE_COUNT,
-  host: '^0.1.0',
+  host: '^1.0.0',
   options: namespaceCountOptions,
   create(ctx, options) {
     const api = ctx.services.get(KubeServices).kubeConfig.makeApiClient(CoreV1Api);

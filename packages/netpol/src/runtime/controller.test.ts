@@ -35,6 +35,7 @@ function fakeDataplane(metrics: NetpolSyncMetrics, refuse: () => readonly string
       calls.push(`leftovers enforcing=${enforcing}`);
     },
     counts: () => ({ chains: 3, sets: 2 }),
+    takeDrift: () => ({}),
   };
   return { dataplane, calls };
 }

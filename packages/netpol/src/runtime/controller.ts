@@ -51,7 +51,7 @@ export function createNetpolController<PolicyRender extends { readonly id: strin
     return { model, policies, computeSeconds };
   };
 
-  const sync = async ({ reason, full, progress, signal }: SyncContext): Promise<void> => {
+  const sync = async ({ reason, full, progress, signal, driftRepaired }: SyncContext): Promise<void> => {
     if (!sources.hasSynced()) {
       throw new Error('informer caches have not synced: refusing to program rules from an incomplete view');
     }
@@ -73,6 +73,7 @@ export function createNetpolController<PolicyRender extends { readonly id: strin
       progress,
     );
     metrics.policyChainsSyncTime.observe((performance.now() - applyStarted) / 1000);
+    for (const [kind, names] of Object.entries(dataplane.takeDrift())) driftRepaired(kind, names);
     await dataplane.removeLeftovers({ full, failures }, applied.node.enforcing);
 
     warnings.beginSync();

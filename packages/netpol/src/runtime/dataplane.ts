@@ -1,6 +1,6 @@
 import type { SyncFailures } from '@kube-router/controller';
 import type { CompiledPolicy, IpFamily, PolicyModel } from '../model.js';
-import type { NetpolSyncMetrics } from './metrics.js';
+import type { NetpolObjectCounts, NetpolSyncMetrics } from './metrics.js';
 import type { TwoPhaseKernel } from './two-phase-apply.js';
 
 /** What one policy puts in the kernel for one family: its chains and its sets, in a backend's own form. */
@@ -37,11 +37,6 @@ export interface NodeApplied {
   readonly written: Readonly<Record<string, number>>;
 }
 
-/** Our objects known to be in the kernel: the policy chains and ipsets gauges. */
-export interface NetpolObjectCounts {
-  readonly chains: number;
-  readonly sets: number;
-}
 
 /** What a dataplane hook of one sync gets. */
 export interface DataplaneSync {
@@ -77,6 +72,12 @@ export interface NetpolDataplane<PolicyRender extends { readonly id: string }, N
   /** After the apply: remove the other backend's objects and a disabled family's, once `enforcing`. Never rejects. */
   removeLeftovers(sync: DataplaneSync, enforcing: boolean): Promise<void>;
   counts(): NetpolObjectCounts;
+  /**
+   * The objects of ours that the last read-back found changed or gone though this backend had written them (by kind:
+   * `chain`, `ipset`, `set`), and that this sync wrote again; each call hands them over once. The controller reports
+   * them as drift (kube_router_controller_drift_repaired_total).
+   */
+  takeDrift(): Readonly<Record<string, readonly string[]>>;
   /** When the controller starts (its informers are only beginning to list the cluster). */
   start?(): void;
   /** When the controller stops; the kernel's objects stay, for a restarted agent to adopt. */

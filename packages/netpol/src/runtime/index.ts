@@ -3,12 +3,12 @@ export type { NetpolControllerDeps, NetpolControllerOptions } from './controller
 export type {
   DataplaneSync,
   NetpolDataplane,
-  NetpolObjectCounts,
   NetpolPolicyRender,
   NodeApplied,
   NodeRenderInput,
   PolicyFamilyObjects,
 } from './dataplane.js';
+export type { NetpolObjectCounts } from './metrics.js';
 export { defineNetpolPlugin } from './plugin.js';
 export type { NetpolBackend, NetpolPluginOverrides } from './plugin.js';
 export { PhaseHandOff, TwoPhaseApply } from './two-phase-apply.js';

@@ -1,8 +1,15 @@
 import { gaugeOn, histogramOn } from '@kube-router/metrics';
 import type { Gauge, Histogram, Registry } from 'prom-client';
-import type { NetpolObjectCounts } from './dataplane.js';
 
 const SECONDS_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+/** Our objects known to be in the kernel: the policy chains and ipsets gauges. */
+export interface NetpolObjectCounts {
+  readonly chains: number;
+  readonly sets: number;
+  /** Rules in all, for a backend that counts them (nftables' kube_router_netpol_nftables_rules); others leave it out. */
+  readonly rules?: number;
+}
 
 /**
  * kube-router's network policy metrics that both backends report, under kube-router's names (its nftables

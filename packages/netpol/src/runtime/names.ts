@@ -76,11 +76,18 @@ const HASHED = '[0-9A-F]{16}';
  * controllers' chains (kube-router's proxy keeps KUBE-ROUTER-SERVICES in the filter table) and delete them as stale.
  */
 export function ownChainPattern(hashedPrefixes: readonly string[] = []): RegExp {
-  const hashed = [POD_CHAIN_PREFIX, POLICY_CHAIN_PREFIX, ...hashedPrefixes].map((prefix) => `${prefix}${HASHED}`);
-  return new RegExp(`^(?:${[...Object.values(TOP_CHAINS), COMMON_CHAIN, DEFAULT_CHAIN, TAIL_CHAIN, ...hashed].join('|')})$`);
+  const hashed = [POD_CHAIN_PREFIX, POLICY_CHAIN_PREFIX, ...hashedPrefixes].map((prefix) => `${literal(prefix)}${HASHED}`);
+  const exact = [...Object.values(TOP_CHAINS), COMMON_CHAIN, DEFAULT_CHAIN, TAIL_CHAIN].map(literal);
+  return new RegExp(`^(?:${[...exact, ...hashed].join('|')})$`);
 }
 
 /** The sets a backend owns: source and destination sets followed by a hash, and `fixed` by their exact names. */
 export function ownSetPattern(fixed: readonly string[]): RegExp {
-  return new RegExp(`^(?:(?:${SOURCE_SET_PREFIX}|${DESTINATION_SET_PREFIX})${HASHED}|${fixed.join('|')})$`);
+  const hashed = `(?:${literal(SOURCE_SET_PREFIX)}|${literal(DESTINATION_SET_PREFIX)})${HASHED}`;
+  return new RegExp(`^(?:${[hashed, ...fixed.filter((name) => name !== '').map(literal)].join('|')})$`);
+}
+
+/** A name as a regular expression that matches it alone. */
+function literal(name: string): string {
+  return name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }

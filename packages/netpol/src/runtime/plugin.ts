@@ -41,7 +41,7 @@ export function defineNetpolPlugin<Options extends ResolvedNetpolOptions>(
   const runnerFor = (logger: PluginContext['logger']) => overrides.runner ?? new ExecRunner({ logger });
   return definePlugin({
     name: NETPOL_CONTROLLER,
-    host: '^0.1.0',
+    host: '^1.0.0',
     options: backend.options,
     tools: (options) => (overrides.runner ? [] : backend.tools(options)),
     create(ctx, options) {
