@@ -3,16 +3,16 @@
 // mount paths and env (the lab with LAB_AGENT_DEFAULTS=false adds nothing to the args). Each either gives the lab's
 // two nodes working pod networking (addresses, same node, across nodes, policy where the firewall runs) or is refused
 // at start in one line naming what this build lacks.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseFlags } from '@kube-router/agent';
-import { cleanupStale, hasTool, KUBE_ROUTER_DAEMONSETS, waitFor } from '@kube-router/testkit';
+import { hasTool, KUBE_ROUTER_DAEMONSETS, waitFor } from '@kube-router/testkit';
 import { addressInSubnet, ROUTER_ADDRESS_OFFSET } from './external-router.js';
+import { LabProcess, podsByName } from './testing/lab-process.js';
 import { canConnect, WEB_FROM_CLIENT_POLICY } from './testing/pod-traffic.js';
 
 const run = promisify(execFile);
@@ -39,28 +39,13 @@ function distinctArgs(): { name: string; sources: string[]; args: readonly strin
   return [...groups.values()].map((group) => ({ name: group.sources.join(', '), ...group }));
 }
 
-interface LabPod {
-  metadata: { name: string; annotations?: Record<string, string> };
-  spec: { nodeName: string };
-  status: { phase?: string; podIP?: string };
-}
-
 describe.skipIf(!isRoot || !hasTool('kubectl'))("kube-router's DaemonSets on the lab's kubeadm nodes (needs root and kubectl)", () => {
   // Each case's lab: stopped as a person stops it (SIGINT, which removes everything it made), killed if it hangs,
   // and whatever it left in its namespaces (its agents run in process groups of their own) removed after it.
-  let running: { lab: ChildProcess; runId: string } | undefined;
+  let running: LabProcess | undefined;
   afterEach(async () => {
-    if (!running) return;
-    const { lab, runId } = running;
+    await running?.stop();
     running = undefined;
-    if (lab.exitCode === null && lab.signalCode === null) {
-      const exited = new Promise((resolve) => lab.once('exit', resolve));
-      lab.kill('SIGINT');
-      const timer = setTimeout(() => lab.kill('SIGKILL'), 40_000);
-      await exited;
-      clearTimeout(timer);
-    }
-    await cleanupStale(`krt-${runId}-`);
   }, 60_000);
 
   it.each(distinctArgs())('$name', async ({ sources, args }) => {
@@ -77,23 +62,13 @@ describe.skipIf(!isRoot || !hasTool('kubectl'))("kube-router's DaemonSets on the
     if (!parsed.ok) throw new Error(parsed.stderr);
     const { features, routing } = parsed.config;
 
-    const stdout: string[] = [];
-    const stderr: string[] = [];
-    const lab = spawn(process.execPath, ['--conditions=@kube-router/source', '--import', 'tsx', 'src/lab.ts', ...given], {
-      cwd: new URL('..', import.meta.url).pathname,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: {
-        ...process.env,
-        LAB_RUN_ID: runId,
-        LAB_NODES: '2',
-        LAB_AGENT_DEFAULTS: 'false',
-        LAB_UNDERLAY_CIDRS: `${underlay},fd00:10:250:${subnet.toString(16)}::/64`,
-      },
-    });
-    running = { lab, runId };
-    createInterface({ input: lab.stdout! }).on('line', (line) => stdout.push(line));
-    createInterface({ input: lab.stderr! }).on('line', (line) => stderr.push(line));
-    const exited = new Promise<number | null>((resolve) => lab.once('exit', (code) => resolve(code)));
+    const lab = (running = new LabProcess({
+      runId,
+      underlayCidrs: [underlay, `fd00:10:250:${subnet.toString(16)}::/64`],
+      flags: given,
+      env: { LAB_NODES: '2', LAB_AGENT_DEFAULTS: 'false' },
+    }));
+    const { stderr, exited } = lab;
     const refusedFlag = sources.map((source) => REFUSED[source]).find((flag) => flag !== undefined);
     if (refusedFlag !== undefined) {
       // Every agent exits 2 at start, and the lab with it, having named the flag on one line.
@@ -103,11 +78,10 @@ describe.skipIf(!isRoot || !hasTool('kubectl'))("kube-router's DaemonSets on the
       return;
     }
     try {
-      await waitFor('both nodes’ health URLs', () => stdout.filter((line) => line.endsWith('/healthz')).length === 2 || lab.exitCode !== null, 90_000);
-      expect(lab.exitCode, stderr.join('\n')).toBeNull();
-      const kubeconfig = stdout.find((line) => line.startsWith('KUBECONFIG='))!.slice('KUBECONFIG='.length);
-      const kubectl = async (...rest: string[]) => (await run('kubectl', ['--kubeconfig', kubeconfig, ...rest])).stdout;
-      const pods = async () => (JSON.parse(await kubectl('get', 'pods', '-A', '-o', 'json')) as { items: LabPod[] }).items;
+      await waitFor('both nodes’ health URLs', () => lab.healthUrls.length === 2 || !lab.running, 90_000);
+      expect(lab.running, stderr.join('\n')).toBe(true);
+      const { kubeconfig } = lab;
+      const pods = () => lab.pods();
 
       // Addresses: every pod running with an address from its node's pod CIDR.
       await waitFor('the seeded pods to run', async () => (await pods()).every((pod) => pod.status.phase === 'Running' && pod.status.podIP), 60_000);
@@ -115,9 +89,9 @@ describe.skipIf(!isRoot || !hasTool('kubectl'))("kube-router's DaemonSets on the
       for (const pod of items) {
         expect(pod.status.podIP, pod.metadata.name).toMatch(pod.spec.nodeName === 'lab-node-1' ? /^10\.244\.0\.\d+$/ : /^10\.244\.1\.\d+$/);
       }
-      const pod = (name: string) => items.find((p) => p.metadata.name === name)!;
-      const netnsOf = (name: string) => pod(name).metadata.annotations!['lab.kube-router.io/netns']!;
-      const ipOf = (name: string) => pod(name).status.podIP!;
+      const pod = podsByName(items);
+      const netnsOf = (name: string) => pod(name).netns;
+      const ipOf = (name: string) => pod(name).ip;
 
       // With the router and its CNI file, the real CNI plugins attached the pods: host-local leases, kube-bridge ports.
       if (features.router && routing.enableCni) {
@@ -134,12 +108,7 @@ describe.skipIf(!isRoot || !hasTool('kubectl'))("kube-router's DaemonSets on the
 
       // Policy: enforced where the firewall runs, and only there.
       expect(await canConnect(netnsOf('intruder'), ipOf('web'), 80)).toBe(true);
-      await new Promise<void>((resolve, reject) => {
-        const apply = execFile('kubectl', ['--kubeconfig', kubeconfig, 'apply', '-f', '-'], { timeout: 30_000 }, (error, _out, err) =>
-          error ? reject(new Error(`kubectl apply: ${error.message} ${err}`)) : resolve(),
-        );
-        apply.stdin!.end(WEB_FROM_CLIENT_POLICY);
-      });
+      await lab.kubectlApply(WEB_FROM_CLIENT_POLICY);
       if (features.firewall) {
         await waitFor('the intruder to be cut off', async () => !(await canConnect(netnsOf('intruder'), ipOf('web'), 80)), 30_000);
       } else {
@@ -150,7 +119,7 @@ describe.skipIf(!isRoot || !hasTool('kubectl'))("kube-router's DaemonSets on the
       expect(await canConnect(netnsOf('remote'), ipOf('web'), 80)).toBe(features.firewall ? false : true);
 
       // Readiness: every check passes, but for what this machine's kernel lacks (no IPVS for the proxy), named.
-      const healthUrl = stdout.find((line) => line.endsWith('/healthz'))!;
+      const healthUrl = lab.healthUrls[0]!;
       const expectedFailing = features['service-proxy'] && !hostHasIpvs ? ['proxy/kernel failed: the kernel has no IPVS (ip_vs)'] : [];
       let failing: string[] = [];
       await waitFor(
@@ -166,7 +135,7 @@ describe.skipIf(!isRoot || !hasTool('kubectl'))("kube-router's DaemonSets on the
       });
       expect((await fetch(healthUrl)).status).toBe(200);
     } finally {
-      if (lab.exitCode === null) lab.kill('SIGINT');
+      if (lab.running) lab.child.kill('SIGINT');
     }
     expect(await exited, stderr.slice(-20).join('\n')).toBe(0);
     expect((await run('ip', ['netns', 'list'])).stdout).not.toContain(`krt-${runId}-`);

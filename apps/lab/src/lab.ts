@@ -125,7 +125,8 @@ async function runCluster(interrupted: Promise<NodeJS.Signals>): Promise<number>
   const readiness = new AbortController();
   const reported = health.port === 0 ? Promise.resolve() : lab.reportReadiness(readiness.signal);
 
-  // An agent that ends on its own (a refused assembly, a crash) ends the lab with its exit code.
+  // An agent that exits on its own (a refused assembly, an error) ends the lab with its exit code; one killed by a
+  // signal is started again by its NodeAgent, as a kubelet restarts a crashed container.
   const agentExit = Promise.race(lab.agents.map(async (agent) => ({ agent, code: await agent.exited })));
   const first = await Promise.race([interrupted, agentExit]);
   readiness.abort();

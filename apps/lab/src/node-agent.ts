@@ -62,68 +62,125 @@ export function commandWithMounts(netns: string, mounts: readonly AgentMount[], 
 }
 
 /**
+ * What a kubelet does when a container dies: it starts it again after a back-off of 10 s, doubled on each crash up to
+ * 5 min, and reset once the container has run for 10 min.
+ */
+export const RESTART_BACKOFF = { initialMs: 10_000, maxMs: 300_000, resetAfterMs: 600_000 } as const;
+
+/**
  * One lab node's agent: the kube-router CLI in its own process, inside the node's network namespace, in its own
- * process group so that Ctrl-C reaches only the lab, which then stops each agent in order.
+ * process group so that Ctrl-C reaches only the lab, which then stops each agent in order. The lab plays the kubelet:
+ * an agent killed by a signal (a crash, the OOM killer, `kill -9`) is started again with the same command after
+ * RESTART_BACKOFF; an agent that exits with a code (a clean stop, a refused flag) stays down.
  */
 export class NodeAgent {
   readonly nodeName: string;
   readonly netns: string;
-  /** Settles with the exit code (or the signal's name) when the agent process ends, for whatever reason. */
+  /**
+   * Settles with the exit code (or the signal's name) when the agent ends for good: it exited with a code, it could not
+   * be spawned, or the lab stopped it. A death by a signal is followed by a restart instead.
+   */
   readonly exited: Promise<number | string>;
-  readonly #child: ChildProcess;
+  readonly #options: NodeAgentOptions;
   readonly #logger: Logger;
+  readonly #command: { file: string; args: string[] };
+  #child: ChildProcess;
+  #childStartedAt = Date.now();
   #exit: number | string | undefined;
+  #settle!: (exit: number | string) => void;
+  #stopping = false;
+  #restarts = 0;
+  #backoffMs: number = RESTART_BACKOFF.initialMs;
+  #restartTimer: NodeJS.Timeout | undefined;
+  #lastDeath: string | undefined;
 
   constructor(options: NodeAgentOptions) {
     this.nodeName = options.nodeName;
     this.netns = options.netns;
+    this.#options = options;
     this.#logger = options.logger;
-    const [command, ...args] = commandWithMounts(options.netns, options.mounts ?? [], [
+    const [file, ...args] = commandWithMounts(options.netns, options.mounts ?? [], [
       process.execPath, '--conditions=@kube-router/source', '--import', 'tsx', options.cli ?? REFERENCE_AGENT_CLI, ...options.args,
     ]);
-    this.#child = spawn(
-      command!,
-      args,
-      {
-        cwd: REPOSITORY_ROOT,
-        detached: true,
-        stdio: ['ignore', 'pipe', 'pipe'],
-        // Leader election identity, as a DaemonSet's downward API would set it: one per node.
-        env: { ...process.env, POD_NAME: `kube-router-${options.nodeName}`, POD_NAMESPACE: 'kube-system', ...options.env },
-      },
-    );
-    for (const stream of ['stdout', 'stderr'] as const) {
-      createInterface({ input: this.#child[stream]! }).on('line', (line) => options.onLine(stream, line));
-    }
-    // Should the lab itself die without stopping its agents, they must not outlive it in namespaces that are gone.
-    const killOnExit = () => {
-      if (this.running && this.#child.pid !== undefined) killGroup(this.#child.pid);
-    };
-    process.once('exit', killOnExit);
-    this.exited = new Promise((resolve) => {
-      this.#child.once('error', (error) => {
-        this.#exit = `spawn failed: ${error.message}`;
-        resolve(this.#exit);
-      });
-      this.#child.once('exit', (code, signal) => {
-        this.#exit = code ?? signal ?? 'unknown';
-        process.off('exit', killOnExit);
-        resolve(this.#exit);
-      });
-    });
+    this.#command = { file: file!, args };
+    this.exited = new Promise((resolve) => (this.#settle = resolve));
+    this.#child = this.#spawn();
   }
 
+  /** The agent's current process (a restarted agent has a new one). */
   get pid(): number | undefined {
     return this.#child.pid;
   }
 
+  /** False once the agent has ended for good; true while it runs or waits to be restarted. */
   get running(): boolean {
     return this.#exit === undefined;
   }
 
+  /** How often the agent was started again after it was killed. */
+  get restarts(): number {
+    return this.#restarts;
+  }
+
+  #spawn(): ChildProcess {
+    const options = this.#options;
+    const child = spawn(this.#command.file, this.#command.args, {
+      cwd: REPOSITORY_ROOT,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      // Leader election identity, as a DaemonSet's downward API would set it: one per node.
+      env: { ...process.env, POD_NAME: `kube-router-${options.nodeName}`, POD_NAMESPACE: 'kube-system', ...options.env },
+    });
+    this.#childStartedAt = Date.now();
+    for (const stream of ['stdout', 'stderr'] as const) {
+      createInterface({ input: child[stream]! }).on('line', (line) => options.onLine(stream, line));
+    }
+    // Should the lab itself die without stopping its agents, they must not outlive it in namespaces that are gone.
+    const killOnExit = () => {
+      if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) killGroup(child.pid);
+    };
+    process.once('exit', killOnExit);
+    child.once('error', (error) => {
+      process.off('exit', killOnExit);
+      this.#end(`spawn failed: ${error.message}`);
+    });
+    child.once('exit', (code, signal) => {
+      process.off('exit', killOnExit);
+      if (signal !== null && !this.#stopping) this.#restartLater(child, signal);
+      else this.#end(code ?? signal ?? 'unknown');
+    });
+    return child;
+  }
+
+  /** As a kubelet: what was left in the dead agent's process group goes, and the same command runs after the back-off. */
+  #restartLater(child: ChildProcess, signal: NodeJS.Signals): void {
+    if (child.pid !== undefined) killGroup(child.pid);
+    if (Date.now() - this.#childStartedAt >= RESTART_BACKOFF.resetAfterMs) this.#backoffMs = RESTART_BACKOFF.initialMs;
+    const delayMs = this.#backoffMs;
+    this.#backoffMs = Math.min(this.#backoffMs * 2, RESTART_BACKOFF.maxMs);
+    this.#lastDeath = signal;
+    this.#logger.warn(
+      { node: this.nodeName, signal, restartInMs: delayMs, restarts: this.#restarts },
+      `the agent of ${this.nodeName} was killed by ${signal}: starting it again in ${delayMs / 1000} s, as a kubelet restarts a crashed container`,
+    );
+    this.#restartTimer = setTimeout(() => {
+      this.#restartTimer = undefined;
+      if (this.#stopping) return;
+      this.#restarts++;
+      this.#child = this.#spawn();
+      this.#logger.info({ node: this.nodeName, pid: this.#child.pid, restarts: this.#restarts }, `the agent of ${this.nodeName} started again`);
+    }, delayMs);
+  }
+
+  #end(exit: number | string): void {
+    if (this.#exit !== undefined) return;
+    this.#exit = exit;
+    this.#settle(exit);
+  }
+
   /**
    * Resolves once `url` answers with a status `accept` takes (200 by default), with the answer's status and body;
-   * rejects when the agent exits first, the time is up or `signal` aborts.
+   * rejects when the agent ends for good first, the time is up or `signal` aborts.
    */
   async waitForAnswer(
     url: string,
@@ -149,20 +206,27 @@ export class NodeAgent {
 
   /**
    * SIGTERM, as the kubelet stops a pod, and the agent's own clean stop; after `graceMs` its whole process group is
-   * killed. Resolves with its exit code (or signal).
+   * killed. An agent waiting to be restarted stays down. Resolves with its exit code (or signal).
    */
   async stop(graceMs: number): Promise<number | string> {
-    if (this.running && this.#child.pid !== undefined) {
-      this.#child.kill('SIGTERM');
+    this.#stopping = true;
+    if (this.#restartTimer !== undefined) {
+      clearTimeout(this.#restartTimer);
+      this.#restartTimer = undefined;
+      this.#end(this.#lastDeath ?? 'unknown');
+    }
+    const child = this.#child;
+    if (this.running && child.pid !== undefined) {
+      child.kill('SIGTERM');
       const timer = setTimeout(() => {
         this.#logger.warn({ node: this.nodeName, graceMs }, 'the agent did not stop in time: killing it');
-        killGroup(this.#child.pid!);
+        killGroup(child.pid!);
       }, graceMs);
       await this.exited;
       clearTimeout(timer);
     }
     // Whatever the agent left in its group (a supervised daemon it could not stop) goes with it.
-    if (this.#child.pid !== undefined) killGroup(this.#child.pid);
+    if (child.pid !== undefined) killGroup(child.pid);
     return this.exited;
   }
 }
