@@ -9,7 +9,7 @@ runNetpolKernelSuite(iptablesBackend);
 const missing = missingForRealTests(iptablesBackend);
 
 /** What only this backend has to guarantee, on a fresh lab node each: the filter table it shares, where it jumps. */
-describe.skipIf(missing !== undefined)('the filter table netpol-iptables shares', () => {
+describe.skipIf(missing !== undefined)(`the filter table netpol-iptables shares${missing ? ` (skipped: ${missing})` : ''}`, () => {
   let world: World | undefined;
   afterEach(async () => {
     await world?.close();
