@@ -38,7 +38,7 @@ export class IpvsStage {
   readonly #options: IpvsStageOptions;
   #draining: ReadonlyMap<string, DrainingDestination> = new Map();
   /** The services and real servers (drainKey) the last sync left in the kernel as wanted; empty until one applied cleanly. */
-  #inPlace: { services: ReadonlySet<string>; destinations: ReadonlySet<string> } = { services: new Set(), destinations: new Set() };
+  #inPlace: IpvsObjects = { services: new Set(), destinations: new Set() };
 
   constructor(ipvs: Ipvsadm, options: IpvsStageOptions) {
     this.#ipvs = ipvs;
@@ -54,7 +54,9 @@ export class IpvsStage {
     const saveStarted = performance.now();
     const current = await this.#ipvs.save();
     const saveMs = performance.now() - saveStarted;
-    const drift = this.#driftIn(current, model);
+    // The model's services and real servers, once a sync: what drift is looked for against, and what stays in place.
+    const wanted = wantedObjects(model);
+    const drift = this.#driftIn(current, wanted);
     const planOf = await this.#planner(model);
     const plan = planOf(current);
     const restored = await this.#ipvs.restore([...plan.deletions, ...[...plan.byService.values()].flat()]);
@@ -67,7 +69,7 @@ export class IpvsStage {
     }
     this.#draining = plan.draining;
     // Only a clean apply says what is in the kernel now; after a refusal the next save is all there is to go by.
-    this.#inPlace = restored.stderr ? { services: new Set(), destinations: new Set() } : wantedObjects(model);
+    this.#inPlace = restored.stderr ? { services: new Set(), destinations: new Set() } : wanted;
     const inKernel = new Set(current.map((server) => ipvsServiceId(server.service)));
     let added = 0;
     for (const id of model.virtualServers.keys()) if (!inKernel.has(id)) added++;
@@ -75,9 +77,8 @@ export class IpvsStage {
   }
 
   /** The wanted services and real servers that the last sync left in place and the kernel no longer has. */
-  #driftIn(current: readonly IpvsVirtualServer[], model: ProxyModel): IpvsApplied['drift'] {
+  #driftIn(current: readonly IpvsVirtualServer[], wanted: IpvsObjects): IpvsApplied['drift'] {
     const found = wantedObjects({ virtualServers: new Map(current.map((server) => [ipvsServiceId(server.service), server])) });
-    const wanted = wantedObjects(model);
     return {
       services: [...this.#inPlace.services].filter((id) => wanted.services.has(id) && !found.services.has(id)),
       // A real server of a service that is gone is counted with its service.
@@ -133,7 +134,12 @@ export class IpvsStage {
 }
 
 /** Service ids and real server keys (drainKey) of a set of virtual servers. */
-function wantedObjects(model: { readonly virtualServers: ReadonlyMap<string, IpvsVirtualServer> }): { services: Set<string>; destinations: Set<string> } {
+interface IpvsObjects {
+  readonly services: ReadonlySet<string>;
+  readonly destinations: ReadonlySet<string>;
+}
+
+function wantedObjects(model: { readonly virtualServers: ReadonlyMap<string, IpvsVirtualServer> }): IpvsObjects {
   const services = new Set<string>();
   const destinations = new Set<string>();
   for (const [id, server] of model.virtualServers) {
