@@ -75,7 +75,11 @@ describe('errors nobody handles', { timeout: 90_000 }, () => {
     const port = await freePort();
     const cli = spawnCli(FAULTS_CLI, [...ONLY_LOADBALANCER, '--health-addr=127.0.0.1', `--health-port=${port}`]);
     await waitFor('the agent to be ready', async () => (await get(`http://127.0.0.1:${port}/readyz`).catch(() => ({ status: 0 }))).status === 200, 60_000);
-    const line = parseLogs(cli.stdout()).find((l) => l.msg.startsWith('unhandled promise rejection'));
+    // The line is written at start, but reaches this process through the child's stdout pipe, which may lag behind
+    // the readiness answer on a loaded machine.
+    const rejectionLine = () => parseLogs(cli.stdout()).find((l) => l.msg.startsWith('unhandled promise rejection'));
+    await waitFor('the unhandled rejection to be logged', () => rejectionLine() !== undefined, 10_000).catch(() => undefined);
+    const line = rejectionLine();
     expect(line).toMatchObject({ level: 50, err: { message: 'a rejection nobody handles' } });
     expect((await get(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
     cli.child.kill('SIGTERM');
