@@ -53,12 +53,24 @@ class HostRules {
   }
 }
 
-/** The informer series of a node's /metrics: whether each watch is up, and the watchdog's restarts in all. */
-async function informerWatches(metricsUrl: string): Promise<{ healthy: boolean; restarts: number }> {
+/**
+ * The informer series of a node's /metrics: whether each watch is up, the watchdog's restarts in all, and per informer
+ * how many of its watches the API server ended with 410 Gone.
+ */
+async function informerWatches(metricsUrl: string): Promise<{ healthy: boolean; restarts: number; expired: Map<string, number> }> {
   const text = await (await fetch(metricsUrl, { signal: AbortSignal.timeout(2_000) })).text();
-  const values = (name: string) => [...text.matchAll(new RegExp(`^${name}\\{[^}]*\\} (\\S+)$`, 'gm'))].map((match) => Number(match[1]));
-  const healthy = values('kube_router_informer_watch_healthy');
-  return { healthy: healthy.length > 0 && healthy.every((value) => value === 1), restarts: values('kube_router_informer_restarts_total').reduce((a, b) => a + b, 0) };
+  const series = (name: string) => [...text.matchAll(new RegExp(`^${name}\\{resource="([^"]*)"[^}]*\\} (\\S+)$`, 'gm'))].map((match) => [match[1]!, Number(match[2])] as const);
+  const healthy = series('kube_router_informer_watch_healthy').map(([, value]) => value);
+  return {
+    healthy: healthy.length > 0 && healthy.every((value) => value === 1),
+    restarts: series('kube_router_informer_restarts_total').reduce((sum, [, value]) => sum + value, 0),
+    expired: new Map(series('kube_router_informer_watch_expired_total')),
+  };
+}
+
+/** The informers whose watches the API server has not ended with 410 Gone since `before`. */
+function notExpiredSince(before: Map<string, number>, now: Map<string, number>): string[] {
+  return [...now].filter(([resource, count]) => count <= (before.get(resource) ?? 0)).map(([resource]) => resource);
 }
 
 describe.skipIf(!isRoot || !hasTool('kubectl'))('faults a node meets in production, with pod traffic probed throughout (needs root and kubectl)', () => {
@@ -166,7 +178,7 @@ describe.skipIf(!isRoot || !hasTool('kubectl'))('faults a node meets in producti
     await lab?.stop();
   }, 90_000);
 
-  it('keeps enforcing what it had while the API server is unreachable, says so in readiness, and catches up once it is back', async () => {
+  it('keeps enforcing what it had while the API server is unreachable, says so in readiness, and catches up once it is back with a compacted history (410 Gone)', async () => {
     const caseStart = Date.now();
     // A partition: the agents' packets to the API server and the server's to them are dropped on the host's end of the
     // underlay. Both directions: with only the agents' side dropped, the server's events still reach them. kubectl in
@@ -178,11 +190,17 @@ describe.skipIf(!isRoot || !hasTool('kubectl'))('faults a node meets in producti
     const heal: (() => Promise<void>)[] = [];
     const cut = Date.now();
     let notReadyAt: number[];
+    let expiredBefore: Map<string, number>[] = [];
     try {
       for (const [table, chain, spec] of partition) heal.push(await hostRules.insert(table, chain, spec));
       await new Promise((resolve) => setTimeout(resolve, 3_000));
       // Made while the agents cannot hear of it: their kernels keep the policy until they can.
       await lab.kubectl('delete', 'networkpolicy', '-n', 'demo', 'web-from-client');
+      // And the server comes back with a new history (etcd compacted past every agent's resourceVersion, or restored
+      // from a backup): every watch that resumes gets 410 Gone, and the deletion reaches the agents only by a relist.
+      expiredBefore = await Promise.all(lab.metricsUrls.map(async (url) => (await informerWatches(url)).expired));
+      process.kill(lab.child.pid!, 'SIGUSR2');
+      await waitFor('the lab to compact the history', () => lab.stderr.some((line) => line.includes('the API server compacted its history')), 10_000);
       // At least 60 s, and until each node's readiness reports its informers' watches down (after their grace).
       notReadyAt = await Promise.all(
         NODES.map((node) => health!.waitFor('/readyz naming the informers', node, notReadyNaming('informers'), cut, 180_000)),
@@ -204,6 +222,15 @@ describe.skipIf(!isRoot || !hasTool('kubectl'))('faults a node meets in producti
     const openedAt = await traffic!.waitForVerdict('intruder->web', 'open', restored, 180_000);
     traffic!.expect('intruder->web', 'open');
     const readyAt = await Promise.all(NODES.map((node) => health!.waitFor('/readyz 200', node, ready, restored, 180_000)));
+    // Every informer of every node resumed into 410 Gone and relisted; none is left watching an expired history.
+    const relisted = await Promise.all(lab.metricsUrls.map(async (url, index) => {
+      const { expired } = await informerWatches(url);
+      return { informers: expired.size, missing: notExpiredSince(expiredBefore[index]!, expired) };
+    }));
+    for (const [index, { informers, missing }] of relisted.entries()) {
+      expect(informers, `${NODES[index]}: no informer series`).toBeGreaterThan(0);
+      expect(missing, `${NODES[index]}: informers that never met 410 Gone after the compaction`).toEqual([]);
+    }
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     expect(traffic!.wrongSince(caseStart)).toEqual([]);
     expectLiveness(caseStart);
@@ -212,7 +239,8 @@ describe.skipIf(!isRoot || !hasTool('kubectl'))('faults a node meets in producti
     console.log(
       `faults api-unreachable: outage ${seconds(restored - cut)} s; /readyz failing after ${notReadyAt.map((at) => seconds(at - cut)).join(' / ')} s` +
         ` (${failing.slice(0, 120)}...); /healthz 200 in ${livenessFigures(caseStart)} polls; probes ${outageProbes.length} during it (${traffic!.cadence(cut, restored)}),` +
-        ` wrong ${traffic!.between(caseStart).filter((result) => result.wrong).length}; once back: the deletion in the kernel after` +
+        ` wrong ${traffic!.between(caseStart).filter((result) => result.wrong).length}; once back (history compacted: every watch of` +
+        ` ${relisted.map(({ informers }) => informers).join(' + ')} informers answered 410 Gone and relisted): the deletion in the kernel after` +
         ` ${seconds(openedAt - restored)} s, ready after ${readyAt.map((at) => seconds(at - restored)).join(' / ')} s; readiness ${readinessTimelines(cut)}`,
     );
   }, 420_000);

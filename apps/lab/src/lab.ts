@@ -144,6 +144,15 @@ class ClusterLab {
   readonly agents: NodeAgent[] = [];
   private underlay: LabUnderlay | undefined;
   private server: ApiServer | undefined;
+  /**
+   * SIGUSR2: the API server forgets its change history, as when etcd compacts past every client's resourceVersion or
+   * a cluster is restored from a backup. Every watch that resumes from before now is answered 410 Gone and its
+   * informer relists: what the agents meet after a long outage, on demand (apps/lab/src/faults.test.ts).
+   */
+  private readonly compactHistory = (): void => {
+    this.server?.faults.expireResourceVersions();
+    log.warn('SIGUSR2: the API server compacted its history; every watch resuming from before now gets 410 Gone');
+  };
   private cluster: LabCluster | undefined;
   private router: ExternalRouter | undefined;
   private agentsStarted = Date.now();
@@ -201,6 +210,7 @@ class ClusterLab {
       rbac: true,
     }));
     this.userKubeconfig = await server.writeKubeconfig(join(workdir, 'kubeconfig'));
+    process.on('SIGUSR2', this.compactHistory);
     return server;
   }
 
@@ -284,6 +294,7 @@ class ClusterLab {
     // The pods' own processes are gone with the pods; anything else the agents left (a daemon) goes now.
     await killAndWait(leftovers, 5_000);
     await this.underlay?.remove().catch((error: unknown) => failures.push(error));
+    process.off('SIGUSR2', this.compactHistory);
     await this.server?.close().catch((error: unknown) => failures.push(error));
     await rm(workdir, { recursive: true, force: true });
     for (const error of failures) log.error({ err: error }, 'removing the lab failed');

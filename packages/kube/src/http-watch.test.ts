@@ -31,6 +31,7 @@ function transport(overrides: Partial<HttpWatchOptions> = {}) {
     onConnected: () => {},
     readObject: (object) => ({ readable: true, object }),
     onMalformedEvent: () => {},
+    onExpired: () => {},
     onHandlerFailure: (error) => failures.push(error),
     ...overrides,
   });

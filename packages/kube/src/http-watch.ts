@@ -28,6 +28,8 @@ export interface HttpWatchOptions {
   readObject: (object: unknown, eventType: string) => WatchedObject;
   /** An event line that is JSON but not a watch event (no type, an unknown type, a bookmark without a version). */
   onMalformedEvent: (problem: string) => void;
+  /** The API server ended the watch with 410 Gone: its resourceVersion is older than the server keeps, so it relists. */
+  onExpired: (message: string) => void;
   /**
    * The ListWatch's handlers failed (threw, or their promise rejected). Nothing else would hear of it: the watch
    * transport is the only caller of those handlers.
@@ -161,7 +163,11 @@ export class HttpWatch {
     request.on('response', (response) => {
       if (response.statusCode !== 200) {
         readErrorBody(response).then(
-          (body) => finish(watchResponseError(path, response.statusCode ?? 0, response.statusMessage, body)),
+          (body) => {
+            const error = watchResponseError(path, response.statusCode ?? 0, response.statusMessage, body);
+            if (error.statusCode === 410) this.#options.onExpired(error.message);
+            finish(error);
+          },
           (error: unknown) => finish(error),
         );
         return;
@@ -187,6 +193,7 @@ export class HttpWatch {
         if (event.type === 'ERROR') {
           const status = (isPlainObject(event.object) ? event.object : {}) as { code?: unknown; message?: unknown; reason?: unknown };
           if (status.code === 410) {
+            this.#options.onExpired(String(status.message ?? ''));
             this.#deliver(callback, 'ERROR', status, event, finish);
             finish(null);
           } else {

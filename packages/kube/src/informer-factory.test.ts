@@ -162,6 +162,8 @@ describe('informers', () => {
     // client-node relisted by itself: no watchdog restart was needed.
     expect(factory.status()[0]).toMatchObject({ restarts: 0, watchHealthy: true });
     expect(await metricValue('kube_router_informer_watch_healthy', 'pods')).toBe(1);
+    // Counted, so that an operator sees every informer relist at once after an outage or a compaction.
+    expect(await metricValue('kube_router_informer_watch_expired_total', 'pods')).toBe(1);
   });
 
   it('resume from the last resourceVersion when a watch ends normally, without relisting', async () => {
@@ -189,6 +191,7 @@ describe('informers', () => {
     await waitFor('the relist', () => server.requests.count({ verb: 'list', resource: 'pods' }) === 2);
     await waitFor('the new pod', () => pods.get('default', 'after-gone') !== undefined);
     expect(factory.status()[0]).toMatchObject({ restarts: 0 });
+    expect(await metricValue('kube_router_informer_watch_expired_total', 'pods')).toBe(1);
   });
 
   it('renew each watch after its server-side timeout, from the last resourceVersion', async () => {

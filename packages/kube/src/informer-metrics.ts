@@ -7,6 +7,7 @@ import { counterOn, gaugeOn } from '@kube-router/metrics';
 export class InformerMetrics {
   readonly #healthy: Gauge<'resource'> | undefined;
   readonly #restarts: Counter<'resource'> | undefined;
+  readonly #expired: Counter<'resource'> | undefined;
   readonly #objects: Gauge<'resource'> | undefined;
   readonly #skipped: Counter<'resource' | 'reason'> | undefined;
 
@@ -20,6 +21,11 @@ export class InformerMetrics {
     this.#restarts = counterOn(registry, {
       name: 'kube_router_informer_restarts_total',
       help: 'Number of times the watchdog restarted an informer after its list or watch failed',
+      labelNames: ['resource'],
+    });
+    this.#expired = counterOn(registry, {
+      name: 'kube_router_informer_watch_expired_total',
+      help: 'Number of times the API server ended the watch of an informer with 410 Gone (its resourceVersion too old), each followed by a relist',
       labelNames: ['resource'],
     });
     this.#objects = gaugeOn(registry, {
@@ -38,6 +44,7 @@ export class InformerMetrics {
   register(resource: string): void {
     this.#healthy?.set({ resource }, 0);
     this.#restarts?.inc({ resource }, 0);
+    this.#expired?.inc({ resource }, 0);
     this.#objects?.set({ resource }, 0);
     for (const reason of SKIP_REASONS) this.#skipped?.inc({ resource, reason }, 0);
   }
@@ -48,6 +55,10 @@ export class InformerMetrics {
 
   restarted(resource: string): void {
     this.#restarts?.inc({ resource });
+  }
+
+  expired(resource: string): void {
+    this.#expired?.inc({ resource });
   }
 
   skipped(resource: string, reason: SkipReason): void {

@@ -116,6 +116,7 @@ export class SharedInformer<T extends KubernetesObject> {
       onConnected: () => this.#onConnected(),
       readObject: (object, eventType) => this.#readWatched(object, eventType),
       onMalformedEvent: (problem) => this.#onMalformedEvent(problem),
+      onExpired: (message) => this.#onExpired(message),
       onHandlerFailure: (error) => this.#onError(error),
     });
     this.#listWatch = new ListWatch<T>(
@@ -299,6 +300,16 @@ export class SharedInformer<T extends KubernetesObject> {
   #onMalformedEvent(problem: string): void {
     this.#options.metrics.skipped(this.key, 'malformed_event');
     this.#log.warn({ reason: 'malformed_event', problem }, 'skipping a malformed watch event');
+  }
+
+  /**
+   * A resume point the API server no longer keeps (etcd compacted past it, or a restored or replaced server): the
+   * ListWatch relists, and whatever changed meanwhile reaches the cache then. Worth a line: after an outage every
+   * informer does this at once, each a full list.
+   */
+  #onExpired(message: string): void {
+    this.#options.metrics.expired(this.key);
+    this.#log.info({ message }, 'watch expired (410 Gone): relisting');
   }
 
   /** Called by the watch transport right before each watch request: the list (if any) is in the cache by then. */
