@@ -2,14 +2,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { defineServiceKey } from '@kube-router/controller';
 import { createAgent, type Agent, type CreateAgentInput } from './agent.js';
 import { testPlugin } from './testing/test-plugins.js';
-import { freePort, get, memoryLogger, sleep, waitFor } from './testing/support.js';
+import { freePort, get, captureLogs, sleep, waitFor } from './testing/support.js';
 import { pollHealth } from './testing/health-poller.js';
 
 const running: Agent[] = [];
 
 async function startAgent(input: Partial<CreateAgentInput> & Pick<CreateAgentInput, 'plugins'>): Promise<Agent> {
   const agent = await createAgent({
-    logger: memoryLogger().logger,
+    logger: captureLogs().logger,
     ...input,
     options: {
       nodeName: 'node-a',
@@ -339,7 +339,7 @@ describe('assembly', () => {
   });
 
   it('logs JSON lines carrying the controller name', async () => {
-    const { logger, lines } = memoryLogger();
+    const { logger, lines } = captureLogs();
     await startAgent({
       logger,
       plugins: [
@@ -449,7 +449,7 @@ describe('start order and the wait for caches', () => {
   async function agentWaitingFor(beforeFirstSync: () => Promise<void>) {
     const seen = { stopped: false, synced: false };
     const agent = await createAgent({
-      logger: memoryLogger().logger,
+      logger: captureLogs().logger,
       plugins: [
         {
           plugin: testPlugin({

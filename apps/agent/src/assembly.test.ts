@@ -10,7 +10,7 @@ import { z } from 'zod';
 import { createAgent } from './agent.js';
 import { AssemblyError, orderAssembly, type PluginEntry } from './assembly.js';
 import { testPlugin } from './testing/test-plugins.js';
-import { memoryLogger } from './testing/support.js';
+import { captureLogs } from './testing/support.js';
 
 const entry = (name: string, requires?: string[], options?: unknown): PluginEntry => ({
   plugin: testPlugin({ name, ...(requires && { requires }) }),
@@ -21,7 +21,7 @@ async function assemblyError(plugins: PluginEntry[], options: Record<string, unk
   const error = await createAgent({
     plugins,
     options: { nodeName: 'n', collectDefaultMetrics: false, ...options },
-    logger: memoryLogger().logger,
+    logger: captureLogs().logger,
   }).then(
     () => undefined,
     (e: unknown) => e,
@@ -172,7 +172,7 @@ describe('createAgent refuses a bad assembly with a clear message', () => {
       onCreate: (services) => void services.get({ id: 'kube.client' }),
     });
     await expect(
-      createAgent({ plugins: [{ plugin: failing }], options: { nodeName: 'n' }, logger: memoryLogger().logger }),
+      createAgent({ plugins: [{ plugin: failing }], options: { nodeName: 'n' }, logger: captureLogs().logger }),
     ).rejects.toThrow(
       'plugin needs-kube: create failed: service kube.client is not provided: is the plugin that provides it in the assembly?',
     );

@@ -4,7 +4,7 @@ import { AgentMetrics } from '@kube-router/metrics';
 import { startApiServer, type ApiServer } from '@kube-router/testkit';
 import { createAgent, type Agent } from './agent.js';
 import { connectToCluster, type ClusterConnection } from './cluster.js';
-import { get, memoryLogger } from './testing/support.js';
+import { get, captureLogs } from './testing/support.js';
 import { testPlugin } from './testing/test-plugins.js';
 
 describe('connectToCluster', () => {
@@ -20,7 +20,7 @@ describe('connectToCluster', () => {
 
   it('spreads into createAgent: KubeServices for plugins, informer readiness, the cache wait before the first sync', async () => {
     server = await startApiServer({ port: 0 });
-    const { logger } = memoryLogger();
+    const { logger } = captureLogs();
     const metrics = new AgentMetrics({ collectDefaultMetrics: false });
     cluster = connectToCluster({ nodeName: 'node-a', kubeconfig: await server.writeKubeconfig(), logger, metrics });
     let namespacesAtFirstSync: number | undefined;

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAgent, type Agent } from './agent.js';
 import { testPlugin } from './testing/test-plugins.js';
-import { get, hasTool, memoryLogger, run, waitFor } from './testing/support.js';
+import { get, hasTool, captureLogs, run, waitFor } from './testing/support.js';
 
 /** Keeps only the metric families whose name starts with `prefix` (HELP, TYPE and samples). */
 function familiesWithPrefix(exposition: string, prefix: string): string {
@@ -33,7 +33,7 @@ describe.skipIf(!hasTool('promtool'))('promtool check metrics (skipped when prom
         },
       ],
       options: { nodeName: 'node-a', health: false, metrics: { addr: '127.0.0.1', port: 0 } },
-      logger: memoryLogger('info').logger,
+      logger: captureLogs('info').logger,
     });
     await agent.start();
     await waitFor('both first syncs', () => agent.health.readinessChecks().every((check) => check.ok));

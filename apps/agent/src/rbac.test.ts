@@ -16,7 +16,7 @@ import { serviceAccountUser, startApiServer, type ApiServer, type KubeObject } f
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { createAgent } from './agent.js';
-import { freePort, get, memoryLogger, waitFor } from './testing/support.js';
+import { freePort, get, captureLogs, waitFor } from './testing/support.js';
 import { killSpawnedClis, spawnCli } from './testing/spawn-cli.js';
 import { testPlugin } from './testing/test-plugins.js';
 
@@ -162,7 +162,7 @@ function observe(server: ApiServer, readyz: Observation['readyz'], startError: s
  */
 async function runAgent(role: KubeObject, label: string): Promise<Observation> {
   const server = await startServer(role);
-  const { logger } = memoryLogger('warn');
+  const { logger } = captureLogs('warn');
   const metrics = new AgentMetrics({ collectDefaultMetrics: false });
   const kube = createKubeContext({
     kubeConfig: loadKubeConfig({ kubeconfig: await server.writeKubeconfig(undefined, { token: AGENT_TOKEN }) }),

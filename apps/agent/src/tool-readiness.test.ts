@@ -2,14 +2,14 @@ import { describe, expect, it } from 'vitest';
 import type { ControllerPlugin } from '@kube-router/controller';
 import { createAgent } from './agent.js';
 import { testPlugin } from './testing/test-plugins.js';
-import { get, memoryLogger, waitFor } from './testing/support.js';
+import { get, captureLogs, waitFor } from './testing/support.js';
 import { kernelFeatureReadinessCheck, toolReadinessCheck } from './tool-readiness.js';
 
 describe('toolReadinessCheck', () => {
   it('names the missing tools in one log line at once, fails readiness until they are installed, and rechecks every 10 s', () => {
     const installed = new Set(['ip']);
     let now = 0;
-    const { logger, lines } = memoryLogger();
+    const { logger, lines } = captureLogs();
     const check = toolReadinessCheck('routing-bgp', ['gobgpd', 'ip'], logger, (name) => (installed.has(name) ? `/usr/bin/${name}` : undefined), () => now);
     expect(lines.map((l) => l.msg)).toEqual(['gobgpd is not installed (not found on PATH): routing-bgp cannot program the node, stays not ready and its syncs fail']);
     expect(check()).toBe('gobgpd not installed');
@@ -22,7 +22,7 @@ describe('toolReadinessCheck', () => {
   });
 
   it('says nothing and passes when every tool is there', () => {
-    const { logger, lines } = memoryLogger();
+    const { logger, lines } = captureLogs();
     expect(toolReadinessCheck('netpol', ['nft'], logger, () => '/usr/sbin/nft')()).toBeUndefined();
     expect(lines).toEqual([]);
   });
@@ -47,7 +47,7 @@ describe('kernelFeatureReadinessCheck', () => {
   it('names the missing feature and its path in one log line, fails readiness until the kernel has it', () => {
     const present = new Set<string>();
     let now = 0;
-    const { logger, lines } = memoryLogger();
+    const { logger, lines } = captureLogs();
     const check = kernelFeatureReadinessCheck('proxy', [IPVS], logger, (path) => present.has(path), () => now);
     expect(lines.map((l) => l.msg)).toEqual([
       'the kernel has no IPVS (ip_vs) (/proc/net/ip_vs is missing): proxy cannot program the node, stays not ready and its syncs fail',
@@ -82,7 +82,7 @@ describe('a plugin whose kernel feature is missing', () => {
 
 /** The agent with `plugin` alone, through its first sync: its verbose readiness, its liveness and its log lines. */
 async function readinessOf(plugin: ControllerPlugin<unknown>, word: string) {
-  const { logger, lines } = memoryLogger();
+  const { logger, lines } = captureLogs();
   const agent = await createAgent({
     logger,
     plugins: [{ plugin }],

@@ -170,7 +170,9 @@ class ProxySync {
     signal.throwIfAborted();
 
     await this.#vips.reconcile(model, failures);
-    await this.#firewall.reconcile(model, { full, localAddresses: this.#host.localAddresses, node: this.#sources.node() }, failures);
+    const firewall = await this.#firewall.reconcile(model, { full, localAddresses: this.#host.localAddresses, node: this.#sources.node() }, failures);
+    driftRepaired('chain', firewall.chain);
+    driftRepaired('ipset', firewall.ipset);
     await this.#hairpin.reconcile(model, failures);
     for (const [owner, error] of await this.#healthChecks.reconcile(model.healthChecks)) {
       failures.add(`service/${owner}`, error);

@@ -1,5 +1,5 @@
 import { IpRoute2, Ipset, IpsetScript, Iptables, Ipvsadm, renderIptablesRestore } from '@kube-router/netfilter';
-import type { CommandRunner, IpFamily, IpsetSpec, IpvsVirtualServer } from '@kube-router/netfilter';
+import type { CommandRunner, IpFamily, IpsetSpec, IpvsVirtualServer, SavedChain, SavedIpset, SavedTable } from '@kube-router/netfilter';
 import { DUMMY_INTERFACE, FIREWALL_CHAIN, LOCAL_IPS_SET, MASQUERADE_CHAIN, SERVICE_IPS_SET, SERVICE_IP_PORTS_SET, familySetName } from './names.js';
 import type { DesiredVirtualServer } from './model.js';
 
@@ -23,6 +23,50 @@ export const PROXY_SYSCTLS: readonly (readonly [string, string])[] = [
 
 const INPUT_JUMP_COMMENT = 'handle traffic to IPVS service IPs in custom chain';
 const MASQ_JUMP_COMMENT = 'kube-router IPVS masquerade';
+/** The jumps into our chains, as drift names them. */
+const INPUT_JUMP = `INPUT -j ${FIREWALL_CHAIN}`;
+const MASQ_JUMP = `POSTROUTING -j ${MASQUERADE_CHAIN}`;
+
+/** The members of a family's three sets. */
+export interface ProxySetMembers {
+  readonly localIps: readonly string[];
+  readonly serviceIps: readonly string[];
+  readonly serviceIpPorts: readonly string[];
+}
+
+/** A set as refreshSets wrote it. */
+export interface ProxySetWritten {
+  readonly name: string;
+  readonly members: readonly string[];
+}
+
+/** What `ipset save` holds, read once for every family: our sets by name, and the names of all sets. */
+export interface ProxySetsFound {
+  readonly sets: ReadonlyMap<string, SavedIpset>;
+  readonly names: ReadonlySet<string>;
+}
+
+/** Our two chains of a family as iptables-save printed them (when present), and which of our jumps into them it has. */
+export interface ProxyChainsFound {
+  readonly chains: ReadonlyMap<string, SavedChain>;
+  /** `INPUT -j KUBE-ROUTER-SERVICES`, `POSTROUTING -j KUBE-ROUTER-SVC-MASQ`. */
+  readonly jumps: ReadonlySet<string>;
+}
+
+/** What programChains wrote: each chain's rules as rendered, and the jumps in place after it. */
+export interface ProxyChainsWritten {
+  readonly chains: readonly { readonly name: string; readonly rules: readonly string[] }[];
+  readonly jumps: readonly string[];
+}
+
+/** The three sets of one family and the members they are to hold. */
+export function proxySets(family: IpFamily, members: ProxySetMembers): (ProxySetWritten & { readonly type: IpsetSpec['type'] })[] {
+  return [
+    { name: familySetName(LOCAL_IPS_SET, family), type: 'hash:ip', members: members.localIps },
+    { name: familySetName(SERVICE_IPS_SET, family), type: 'hash:ip', members: members.serviceIps },
+    { name: familySetName(SERVICE_IP_PORTS_SET, family), type: 'hash:ip,port', members: members.serviceIpPorts },
+  ];
+}
 
 /** The kernel tools of the proxy, each a thin wrapper over a netfilter runner, one place that knows their syntax. */
 export class Dataplane {
@@ -98,29 +142,55 @@ export class Dataplane {
     return failures;
   }
 
-  /** Replaces the members of the three sets of one family, atomically each. */
-  async refreshSets(family: IpFamily, members: { localIps: string[]; serviceIps: string[]; serviceIpPorts: string[] }): Promise<void> {
-    const sets: [string, IpsetSpec['type'], string[]][] = [
-      [LOCAL_IPS_SET, 'hash:ip', members.localIps],
-      [SERVICE_IPS_SET, 'hash:ip', members.serviceIps],
-      [SERVICE_IP_PORTS_SET, 'hash:ip,port', members.serviceIpPorts],
-    ];
-    const existing = new Set(await this.ipset.listNames());
+  /**
+   * Replaces the members of the three sets of one family, atomically each. `existing`, the names of the sets in the
+   * kernel when a read-back just listed them, spares asking again.
+   */
+  async refreshSets(family: IpFamily, members: ProxySetMembers, existing?: ReadonlySet<string>): Promise<ProxySetWritten[]> {
+    const sets = proxySets(family, members);
+    const names = existing ?? new Set(await this.ipset.listNames());
     const script = new IpsetScript();
-    for (const [base, type, elements] of sets) {
-      const name = familySetName(base, family);
+    for (const { name, type, members: elements } of sets) {
       const tempName = `${name}-t`;
-      if (existing.has(tempName)) script.destroy(tempName);
+      if (names.has(tempName)) script.destroy(tempName);
       const spec: IpsetSpec = { name, type, family, maxElements: Math.max(65_536, elements.length * 2) };
-      script.replaceMembers(spec, elements, { tempName, createTarget: !existing.has(name) });
+      script.replaceMembers(spec, elements, { tempName, createTarget: !names.has(name) });
     }
     await this.ipset.restore(script);
+    return sets.map(({ name, members: written }) => ({ name, members: written }));
+  }
+
+  /** One `ipset save` of every set: the read-back of a full sync, for every family at once. */
+  async readSets(): Promise<ProxySetsFound> {
+    const saved = await this.ipset.save();
+    const ours = new Set(this.#options.families.flatMap((family) => [LOCAL_IPS_SET, SERVICE_IPS_SET, SERVICE_IP_PORTS_SET].map((base) => familySetName(base, family))));
+    return { sets: new Map(saved.filter((set) => ours.has(set.name)).map((set) => [set.name, set])), names: new Set(saved.map((set) => set.name)) };
+  }
+
+  /** One `iptables-save` of the filter table and one of nat: our chains in them and the jumps into them. */
+  async readChains(family: IpFamily): Promise<ProxyChainsFound> {
+    const iptables = this.#iptables(family);
+    const filter = await iptables.saveParsed('filter');
+    const nat = await iptables.saveParsed('nat');
+    const chains = new Map<string, SavedChain>();
+    for (const chain of [...filter.chains, ...nat.chains]) {
+      if (chain.name === FIREWALL_CHAIN || chain.name === MASQUERADE_CHAIN) chains.set(chain.name, chain);
+    }
+    const rulesOf = (table: SavedTable, name: string) => table.chains.find((chain) => chain.name === name)?.rules ?? [];
+    const svip = familySetName(SERVICE_IPS_SET, family);
+    const jumps = new Set<string>();
+    if (rulesOf(filter, 'INPUT').some((rule) => rule.target === FIREWALL_CHAIN && rule.comment === INPUT_JUMP_COMMENT && rule.args.includes(svip))) {
+      jumps.add(INPUT_JUMP);
+    }
+    if (rulesOf(nat, 'POSTROUTING').some((rule) => rule.target === MASQUERADE_CHAIN && rule.comment === MASQ_JUMP_COMMENT)) jumps.add(MASQ_JUMP);
+    return { chains, jumps };
   }
 
   /**
    * The filter chain KUBE-ROUTER-SERVICES (with --ipvs-permit-all, kube-router's rules: ICMP and known service
    * ports accepted, anything else to a service IP that is not a node address rejected) and the nat chain of IPVS
-   * masquerading, each jumped to from its built-in chain once.
+   * masquerading, each jumped to from its built-in chain once. `found`, a read-back of this sync, says which jumps
+   * are there; without one, `iptables -C` does.
    */
   async programChains(
     family: IpFamily,
@@ -131,9 +201,9 @@ export class Dataplane {
       preserveClient: readonly DesiredVirtualServer[];
       hairpin: readonly DesiredVirtualServer[];
     },
-  ): Promise<void> {
-    const iptables = this.iptables[family];
-    if (!iptables) return;
+    found?: ProxyChainsFound,
+  ): Promise<ProxyChainsWritten> {
+    const iptables = this.#iptables(family);
     const svip = familySetName(SERVICE_IPS_SET, family);
     const svipPort = familySetName(SERVICE_IP_PORTS_SET, family);
     const localIps = familySetName(LOCAL_IPS_SET, family);
@@ -180,8 +250,9 @@ export class Dataplane {
       ]),
     );
     // The jumps are checked once the chains exist (`iptables -C` fails on a jump to a missing chain).
-    const filterLines = chains.permitAll && !(await iptables.hasRule('filter', 'INPUT', inputJump)) ? [`-I INPUT 1 ${quoteRule(inputJump)}`] : [];
-    const natLines = (await iptables.hasRule('nat', 'POSTROUTING', masqJump)) ? [] : [`-A POSTROUTING ${quoteRule(masqJump)}`];
+    const hasJump = async (spec: string, table: string, chain: string, rule: readonly string[]) => (found ? found.jumps.has(spec) : iptables.hasRule(table, chain, rule));
+    const filterLines = chains.permitAll && !(await hasJump(INPUT_JUMP, 'filter', 'INPUT', inputJump)) ? [`-I INPUT 1 ${quoteRule(inputJump)}`] : [];
+    const natLines = (await hasJump(MASQ_JUMP, 'nat', 'POSTROUTING', masqJump)) ? [] : [`-A POSTROUTING ${quoteRule(masqJump)}`];
     if (filterLines.length > 0 || natLines.length > 0) {
       await iptables.restore(
         renderIptablesRestore([
@@ -190,6 +261,19 @@ export class Dataplane {
         ]),
       );
     }
+    return {
+      chains: [
+        { name: FIREWALL_CHAIN, rules: filterRules },
+        { name: MASQUERADE_CHAIN, rules: masqRules },
+      ],
+      jumps: chains.permitAll ? [INPUT_JUMP, MASQ_JUMP] : [MASQ_JUMP],
+    };
+  }
+
+  #iptables(family: IpFamily): Iptables {
+    const iptables = this.iptables[family];
+    if (!iptables) throw new Error(`no ${family} iptables configured`);
+    return iptables;
   }
 
   /** Removes the chains, their jumps, the sets, the VIPs and kube-dummy-if: the plugin's cleanup. */

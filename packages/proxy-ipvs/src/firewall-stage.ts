@@ -2,7 +2,9 @@ import type { V1Node } from '@kubernetes/client-node';
 import type { SyncFailures } from '@kube-router/controller';
 import { nodePodCidrs } from '@kube-router/kube';
 import type { IpFamily } from '@kube-router/netfilter';
-import type { Dataplane } from './dataplane.js';
+import { proxySets } from './dataplane.js';
+import type { Dataplane, ProxySetsFound } from './dataplane.js';
+import { FirewallRecord } from './firewall-record.js';
 import type { DesiredVirtualServer, ProxyModel } from './model.js';
 import type { ResolvedProxyIpvsOptions } from './options.js';
 
@@ -10,10 +12,17 @@ type FirewallOptions = Pick<ResolvedProxyIpvsOptions, 'podCidrs' | 'ipvsPermitAl
 
 /** What a sync of the firewall stage reads besides the model. */
 export interface FirewallInputs {
-  /** Re-apply everything, not only what changed since the last sync. */
+  /** Read back and re-apply everything, not only what changed since the last sync. */
   readonly full: boolean;
   readonly localAddresses: readonly string[];
   readonly node: V1Node | undefined;
+}
+
+/** What a full sync found changed behind the proxy and put back: drift, by the kind driftRepaired counts. */
+export interface FirewallDrift {
+  /** `<family>/<chain>`, or `<family>/<BUILTIN> -j <chain>` for a jump. */
+  readonly chain: readonly string[];
+  readonly ipset: readonly string[];
 }
 
 const isFamily = (family: IpFamily) => (address: string) => address.includes(':') === (family === 'ipv6');
@@ -21,7 +30,8 @@ const isFamily = (family: IpFamily) => (address: string) => address.includes(':'
 /**
  * The ipsets (local IPs, service IPs, service IP:ports) and the iptables chains (service firewall, masquerade) of each
  * family. A triggered sync re-applies a family's sets or chains only when their content changed since they last
- * applied.
+ * applied. A full sync reads them back first (one `ipset save`, one `iptables-save` per table and family), rewrites
+ * them all as before, and reports what it found changed since this process wrote it (FirewallRecord).
  */
 export class FirewallStage {
   readonly #dataplane: Dataplane;
@@ -30,6 +40,7 @@ export class FirewallStage {
   readonly #nodeName: string;
   readonly #appliedSets = new Map<IpFamily, string>();
   readonly #appliedChains = new Map<IpFamily, string>();
+  readonly #record = new FirewallRecord();
 
   constructor(dataplane: Dataplane, families: readonly IpFamily[], options: FirewallOptions, nodeName: string) {
     this.#dataplane = dataplane;
@@ -38,13 +49,16 @@ export class FirewallStage {
     this.#nodeName = nodeName;
   }
 
-  async reconcile(model: ProxyModel, inputs: FirewallInputs, failures: SyncFailures): Promise<void> {
+  async reconcile(model: ProxyModel, inputs: FirewallInputs, failures: SyncFailures): Promise<FirewallDrift> {
     const podCidrs = this.#podCidrs(inputs.node, failures);
+    const sets = inputs.full ? await failures.attempt('ipsets', () => this.#dataplane.readSets()) : undefined;
+    const drift: { chain: string[]; ipset: string[] } = { chain: [], ipset: [] };
     for (const family of this.#families) {
       const servers = [...model.virtualServers.values()].filter((server) => isFamily(family)(server.service.address));
-      await this.#refreshSets(family, servers, inputs, failures);
-      await this.#programChains(family, servers, podCidrs.filter(isFamily(family)), inputs.full, failures);
+      drift.ipset.push(...(await this.#refreshSets(family, servers, inputs, sets, failures)));
+      drift.chain.push(...(await this.#programChains(family, servers, podCidrs.filter(isFamily(family)), inputs.full, failures)));
     }
+    return drift;
   }
 
   /**
@@ -62,18 +76,38 @@ export class FirewallStage {
     }
   }
 
-  async #refreshSets(family: IpFamily, servers: readonly DesiredVirtualServer[], inputs: FirewallInputs, failures: SyncFailures): Promise<void> {
+  /** Writes the family's sets when due; returns those a read-back found changed and this write put back. */
+  async #refreshSets(
+    family: IpFamily,
+    servers: readonly DesiredVirtualServer[],
+    inputs: FirewallInputs,
+    found: ProxySetsFound | undefined,
+    failures: SyncFailures,
+  ): Promise<readonly string[]> {
     const members = {
       localIps: inputs.localAddresses.filter(isFamily(family)).sort(),
       serviceIps: [...new Set(servers.map((server) => server.service.address))].sort(),
       serviceIpPorts: [...new Set(servers.map((server) => `${server.service.address},${server.service.protocol}:${server.service.port}`))].sort(),
     };
-    await applyOnChange(this.#appliedSets, family, JSON.stringify(members), inputs.full, failures, `ipsets/${family}`, () =>
-      this.#dataplane.refreshSets(family, members),
+    const names = proxySets(family, members).map((set) => set.name);
+    const drift = found ? this.#record.setDrift(names, found.sets) : [];
+    const written = await applyOnChange(this.#appliedSets, family, JSON.stringify(members), inputs.full, failures, `ipsets/${family}`, () =>
+      this.#dataplane.refreshSets(family, members, found?.names),
     );
+    if (written === 'failed') this.#record.forgetSets(names);
+    if (written === 'unchanged' || written === 'failed') return [];
+    this.#record.setsWritten(written);
+    return drift;
   }
 
-  async #programChains(family: IpFamily, servers: readonly DesiredVirtualServer[], podCidrs: readonly string[], full: boolean, failures: SyncFailures): Promise<void> {
+  /** Writes the family's chains when due; returns the chains and jumps a read-back found changed and this write put back. */
+  async #programChains(
+    family: IpFamily,
+    servers: readonly DesiredVirtualServer[],
+    podCidrs: readonly string[],
+    full: boolean,
+    failures: SyncFailures,
+  ): Promise<readonly string[]> {
     const chains = {
       permitAll: this.#options.ipvsPermitAll,
       masqueradeAll: this.#options.masqueradeAll,
@@ -88,28 +122,40 @@ export class FirewallStage {
       chains.preserveClient.map((server) => server.id),
       chains.hairpin.map((server) => [server.id, server.destinations.map((d) => d.address)]),
     ]);
-    await applyOnChange(this.#appliedChains, family, key, full, failures, `iptables/${family}`, () => this.#dataplane.programChains(family, chains));
+    const object = `iptables/${family}`;
+    const found = full ? await failures.attempt(object, () => this.#dataplane.readChains(family)) : undefined;
+    const drift = found ? this.#record.chainDrift(family, found) : { names: [], changedInPlace: [] };
+    const written = await applyOnChange(this.#appliedChains, family, key, full, failures, object, () => this.#dataplane.programChains(family, chains, found));
+    if (written === 'failed') this.#record.forgetChains(family);
+    if (written === 'unchanged' || written === 'failed') return [];
+    this.#record.chainsWritten(family, written);
+    if (drift.changedInPlace.length > 0) {
+      // Rare (someone edited our rules): one more read, so that the spelling recorded is that of our own rules.
+      const now = await this.#dataplane.readChains(family).catch(() => undefined);
+      if (now) this.#record.recordSpelling(family, now, drift.changedInPlace);
+      else this.#record.forgetChains(family);
+    }
+    return drift.names;
   }
 }
 
 /**
- * Runs `apply` on a full sync or when `key` differs from the one that last applied for the family; the key is
- * remembered only once it applied, so that a failure is retried.
+ * Runs `apply` on a full sync or when `key` differs from the one that last applied for the family, and resolves
+ * with what it returned; the key is remembered only once it applied, so that a failure is retried.
  */
-async function applyOnChange(
+async function applyOnChange<T>(
   applied: Map<IpFamily, string>,
   family: IpFamily,
   key: string,
   full: boolean,
   failures: SyncFailures,
   object: string,
-  apply: () => Promise<void>,
-): Promise<void> {
-  if (!full && applied.get(family) === key) return;
+  apply: () => Promise<T>,
+): Promise<T | 'unchanged' | 'failed'> {
+  if (!full && applied.get(family) === key) return 'unchanged';
   applied.delete(family);
-  const ok = await failures.attempt(object, async () => {
-    await apply();
-    return true;
-  });
-  if (ok) applied.set(family, key);
+  const result = await failures.attempt(object, async () => ({ value: await apply() }));
+  if (!result) return 'failed';
+  applied.set(family, key);
+  return result.value;
 }

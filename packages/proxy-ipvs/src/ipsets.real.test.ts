@@ -4,6 +4,7 @@ import { addNetns, deleteNetns, ExecRunner, hasTool, Ipset } from '@kube-router/
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SERVICE_IP_PORTS_SET, SERVICE_IPS_SET } from './names.js';
 import { controllerHarness } from './testing/controller-harness.js';
+import { driftLines } from './testing/drift.js';
 
 // ipset needs no IPVS kernel, so this runs on the host in a namespace of its own; the IPVS, dummy-interface and
 // `-m ipvs` steps fail where the host lacks them, and those failures are joined beside what is checked here.
@@ -39,5 +40,27 @@ describe.skipIf(missing !== undefined)(`proxy ipsets on the host's ipset${missin
     expect(saved.get(`inet6:${SERVICE_IP_PORTS_SET}`)).toEqual(['fd00:96::10,udp:53', 'fd00:96::2,tcp:80']);
     expect(saved.get(SERVICE_IPS_SET)).toEqual(['10.96.0.10', '10.96.0.2', '10.96.0.4']);
     expect(saved.get(`inet6:${SERVICE_IPS_SET}`)).toEqual(['fd00:96::10', 'fd00:96::2']);
+  });
+
+  it('puts back an ipset emptied by hand at the next periodic sync and counts it as drift, once', async () => {
+    // The chains cannot be shown here: the host has no `-m ipvs`, so the masquerade chain is refused (the guest test shows them).
+    const services = [svc('web', { clusterIP: '10.96.0.2', clusterIPs: ['10.96.0.2', 'fd00:96::2'] })];
+    const proxy = controllerHarness(runner, { services }, { netns });
+    const ipset = new Ipset({ runner, netns });
+    const members = async (name: string) => (await ipset.save(name))[0]?.members ?? [];
+    expect(await proxy.sync('initial')).not.toContain('ipsets/ipv4');
+    // Both families' sets as ipset prints them are what the proxy wrote: nothing to count.
+    expect(await proxy.sync('periodic')).not.toContain('ipsets/ipv6');
+    expect(await proxy.drift('ipset')).toBe(0);
+
+    await ipset.run(['flush', SERVICE_IP_PORTS_SET]);
+    expect(await members(SERVICE_IP_PORTS_SET)).toEqual([]);
+    await proxy.sync('periodic');
+    expect(await members(SERVICE_IP_PORTS_SET)).toEqual(['10.96.0.2,tcp:80']);
+    expect(await proxy.drift('ipset')).toBe(1);
+    expect(driftLines(proxy.logs, ['ipset'])).toEqual([{ object: 'ipset', count: 1, names: [SERVICE_IP_PORTS_SET] }]);
+
+    await proxy.sync('periodic');
+    expect(await proxy.drift('ipset')).toBe(1);
   });
 });

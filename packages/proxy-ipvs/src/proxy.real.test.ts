@@ -6,9 +6,10 @@ import fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '@kube-router/testkit';
 import pino from 'pino';
-import { DUMMY_INTERFACE } from './names.js';
+import { DUMMY_INTERFACE, MASQUERADE_CHAIN, SERVICE_IP_PORTS_SET } from './names.js';
 import { proxyIpvsOptions } from './options.js';
 import { createProxyIpvsPlugin } from './plugin.js';
+import { driftCount, driftLines } from './testing/drift.js';
 import { EXTERNAL_CLIENT_IP, NODE_IP, POD_CIDR, ProxyWorld, nodeObject, serviceObject, sliceObject, startProxy } from './testing/world.js';
 import type { Pod, ProxyHarness } from './testing/world.js';
 
@@ -33,6 +34,7 @@ describe.skipIf(unavailable !== undefined)(`proxy on a real IPVS kernel${unavail
     expect(seen(), 'the informers saw the change').toBe(true);
     return sync();
   };
+  const drift = (object: string) => driftCount(proxy.metrics, object);
   const service = (name: string) => proxy.kube.informers.services().get('default', name);
   const slice = (name: string) => proxy.kube.informers.endpointSlices().listForService('default', name)[0];
 
@@ -166,10 +168,6 @@ describe.skipIf(unavailable !== undefined)(`proxy on a real IPVS kernel${unavail
 
   it('puts back an IPVS service and a real server deleted by hand, and counts them as drift', async () => {
     expect((await sync()).ok).toBe(true);
-    const drift = async (object: string) =>
-      (await proxy.metrics.registry.getSingleMetric('kube_router_controller_drift_repaired_total')?.get())?.values.find(
-        (value) => value.labels.controller === 'proxy' && value.labels.object === object,
-      )?.value ?? 0;
     const before = { services: await drift('ipvs_service'), destinations: await drift('ipvs_destination') };
     const inNetns = world.netns ? { netns: world.netns } : {};
     await kernel.runner.run({ command: 'ipvsadm', args: ['-D', '-t', '10.96.0.11:80'], ...inNetns });
@@ -183,6 +181,47 @@ describe.skipIf(unavailable !== undefined)(`proxy on a real IPVS kernel${unavail
     expect((await sync()).ok).toBe(true);
     expect(await drift('ipvs_service')).toBe(before.services + 1);
   });
+
+  it('puts back its masquerade chain flushed and an ipset emptied by hand at the next periodic sync, counting each once', async () => {
+    const started = performance.now();
+    const inNetns = world.netns ? { netns: world.netns } : {};
+    const periodic = async () => {
+      const outcome = await proxy.controller.runObservedSync('periodic');
+      expect(outcome.ok, outcome.ok ? '' : String(outcome.error)).toBe(true);
+      return proxy.controller.lastSync()?.totalMs;
+    };
+    const counts = async () => ({ chain: await drift('chain'), ipset: await drift('ipset') });
+    const masquerade = async () => (await kernel.sh(`iptables-save -t nat | grep -- '-A ${MASQUERADE_CHAIN} '; true`, inNetns)).stdout;
+    const members = async () => (await kernel.sh(`ipset save ${SERVICE_IP_PORTS_SET} | grep '^add' | sort`, inNetns)).stdout;
+    const before = await counts();
+    const untouchedMs = await periodic();
+    expect(await counts()).toEqual(before);
+    const written = { masquerade: await masquerade(), members: await members() };
+    expect(written.masquerade).toContain('MASQUERADE');
+    expect(written.members).toContain('add kube-router-svip-prt 10.96.0.10,tcp:80');
+
+    await kernel.sh(`iptables -t nat -F ${MASQUERADE_CHAIN} && ipset flush ${SERVICE_IP_PORTS_SET}`, inNetns);
+    // With no service port in the set, KUBE-ROUTER-SERVICES rejects what is sent to a service address.
+    expect(await world.probe(client.netns, '10.96.0.10', 80, 1)).toEqual(['error: ECONNREFUSED']);
+    const logged = proxy.logs.length;
+    const repairMs = await periodic();
+    expect(await masquerade()).toBe(written.masquerade);
+    expect(await members()).toBe(written.members);
+    expect(await counts()).toEqual({ chain: before.chain + 1, ipset: before.ipset + 1 });
+    expect(driftLines(proxy.logs.slice(logged), ['chain', 'ipset'])).toEqual([
+      { object: 'chain', count: 1, names: [`ipv4/${MASQUERADE_CHAIN}`] },
+      { object: 'ipset', count: 1, names: [SERVICE_IP_PORTS_SET] },
+    ]);
+    const [answer] = await world.probe(client.netns, '10.96.0.10', 80, 1);
+    expect(answer).toMatch(new RegExp(`^[ab] ${client.ip.replace(/\./g, '\\.')}$`));
+    // The hairpin SNAT lives in the masquerade chain: a pod reaches itself through its Service again.
+    expect(await world.probe(a.netns, '10.96.0.18', 80, 1)).toEqual(['a 10.96.0.18']);
+
+    // Put back, the kernel is as the proxy left it: nothing more counts.
+    await periodic();
+    expect(await counts()).toEqual({ chain: before.chain + 1, ipset: before.ipset + 1 });
+    console.info(`proxy drift of chains and ipsets: untouched periodic sync ${untouchedMs} ms, repairing one ${repairMs} ms, case ${Math.round(performance.now() - started)} ms`);
+  }, 120_000);
 
   it('drains a removed endpoint: no new connections, the open one kept, deleted after the graceful period', async () => {
     proxy.server.create(serviceObject({ name: 'drain', clusterIP: '10.96.0.15' }));

@@ -1,8 +1,7 @@
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
-import pino from 'pino';
+import { captureLogs } from '@kube-router/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GobgpdSupervisor } from './gobgpd.js';
 import { routingBgpPlugin } from './plugin.js';
@@ -15,17 +14,6 @@ async function fakeGobgpd(dir: string, body: string): Promise<string> {
   await writeFile(path, `#!/bin/sh\necho '{"level":"warning","msg":"fake gobgpd","Topic":"test"}'\n${body}\n`);
   await chmod(path, 0o755);
   return path;
-}
-
-function capturedLogger() {
-  const lines: Record<string, unknown>[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
-  return { lines, logger: pino({ level: 'debug' }, stream) };
 }
 
 const until = async (what: string, check: () => boolean, timeoutMs = 10_000) => {
@@ -47,7 +35,7 @@ describe('GobgpdSupervisor', () => {
   /** A supervisor of a stand-in gobgpd that exits at once with code 3, with these restart delays. */
   async function crashLooping(initialRestartDelayMs: number, maxRestartDelayMs: number) {
     dir = await mkdtemp(join(tmpdir(), 'tbgp-sup-'));
-    const { lines, logger } = capturedLogger();
+    const { lines, logger } = captureLogs();
     const spawns: number[] = [];
     const started = new GobgpdSupervisor({
       binary: await fakeGobgpd(dir, 'exit 3'),
@@ -89,7 +77,7 @@ describe('GobgpdSupervisor', () => {
 
   it('reports nothing while gobgpd runs', async () => {
     dir = await mkdtemp(join(tmpdir(), 'tbgp-sup-'));
-    const { logger } = capturedLogger();
+    const { logger } = captureLogs();
     let spawned = false;
     supervisor = new GobgpdSupervisor({ binary: await fakeGobgpd(dir, 'exec sleep 30'), apiHosts: [`unix://${dir}/api.sock`], logger, onSpawn: () => (spawned = true) });
     await supervisor.start();
@@ -100,7 +88,7 @@ describe('GobgpdSupervisor', () => {
   it('stop() ends gobgpd with its process group and does not restart it', async () => {
     dir = await mkdtemp(join(tmpdir(), 'tbgp-sup-'));
     const childPidFile = join(dir, 'child.pid');
-    const { logger } = capturedLogger();
+    const { logger } = captureLogs();
     supervisor = new GobgpdSupervisor({
       binary: await fakeGobgpd(dir, `sleep 300 & echo $! > ${childPidFile}\nwait`),
       apiHosts: [`unix://${dir}/api.sock`],

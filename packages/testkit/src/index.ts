@@ -9,6 +9,8 @@ export { ADMIN_USER, serviceAccountUser, serviceAccountUsername } from './apiser
 export type { ApiToken, UserInfo } from './apiserver/authentication.js';
 export { freePort } from './ports.js';
 export { waitFor } from './wait.js';
+export { captureLogs } from './capture-logs.js';
+export type { CapturedLogs, LogLine } from './capture-logs.js';
 
 export type { WaitOptions } from './wait.js';
 export type {

@@ -1,7 +1,7 @@
 import type { SyncContext } from '@kube-router/controller';
 import { createAgent } from '../agent.js';
 import { pollHealth, type ProbeResult } from './health-poller.js';
-import { memoryLogger, sleep, waitFor } from './support.js';
+import { captureLogs, sleep, waitFor } from './support.js';
 import { testPlugin } from './test-plugins.js';
 
 export type Render = (ctx: SyncContext) => Promise<unknown>;
@@ -37,7 +37,7 @@ export async function probeHealthDuringRender(
       },
     ],
     options: { nodeName: 'node-a', health: { addr: '127.0.0.1', port: 0 }, metrics: false, collectDefaultMetrics: false },
-    logger: memoryLogger('warn').logger,
+    logger: captureLogs('warn').logger,
   });
   await agent.start();
   try {

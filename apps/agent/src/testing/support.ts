@@ -1,6 +1,4 @@
 import { execFile } from 'node:child_process';
-import { Writable } from 'node:stream';
-import { pino, type Logger } from 'pino';
 
 /** GETs a URL and returns status and body text. */
 export async function get(url: string): Promise<{ status: number; body: string }> {
@@ -10,24 +8,9 @@ export async function get(url: string): Promise<{ status: number; body: string }
 
 export { freePort } from '@kube-router/testkit';
 
-export interface LogLine {
-  level: number;
-  msg: string;
-  controller?: string;
-  [key: string]: unknown;
-}
-
-/** A pino logger whose JSON lines are kept in memory for assertions. */
-export function memoryLogger(level: pino.Level = 'debug'): { logger: Logger; lines: LogLine[] } {
-  const lines: LogLine[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      for (const text of chunk.toString('utf8').split('\n')) if (text) lines.push(JSON.parse(text) as LogLine);
-      done();
-    },
-  });
-  return { logger: pino({ level }, sink), lines };
-}
+/** testkit's log capture, beside the fixtures that the tests import. */
+export { captureLogs } from '@kube-router/testkit';
+export type { LogLine } from '@kube-router/testkit';
 
 /** The repository's one waiter (`@kube-router/testkit`), here beside the fixtures that the tests import. */
 export { waitFor } from '@kube-router/testkit';

@@ -1,9 +1,6 @@
-import { Writable } from 'node:stream';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { startApiServer } from '@kube-router/testkit';
 import type { ApiServer, ApiServerOptions, KubeObject } from '@kube-router/testkit';
-import { pino } from 'pino';
-import type { Logger } from 'pino';
 import { loadKubeConfig } from '../config.js';
 
 export interface TestCluster {
@@ -19,22 +16,9 @@ export async function startTestCluster(options: ApiServerOptions = {}): Promise<
   return { server, kubeConfig, close: () => server.close() };
 }
 
-export interface CapturedLogs {
-  logger: Logger;
-  lines: Record<string, unknown>[];
-}
-
-/** A pino logger whose JSON lines tests can read. */
-export function captureLogs(): CapturedLogs {
-  const lines: Record<string, unknown>[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, callback) {
-      for (const line of chunk.toString('utf8').split('\n')) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
-      callback();
-    },
-  });
-  return { logger: pino({ level: 'debug' }, stream), lines };
-}
+/** testkit's log capture, beside the fixtures that the tests import. */
+export { captureLogs } from '@kube-router/testkit';
+export type { CapturedLogs } from '@kube-router/testkit';
 
 export function pod(name: string, options: { namespace?: string; nodeName?: string; labels?: Record<string, string> } = {}) {
   return {

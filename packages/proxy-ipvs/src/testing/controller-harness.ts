@@ -4,11 +4,13 @@ import type { PluginContext } from '@kube-router/controller';
 import { HealthRegistry } from '@kube-router/healthcheck';
 import { AgentMetrics } from '@kube-router/metrics';
 import type { CommandRunner } from '@kube-router/netfilter';
-import pino from 'pino';
 import { createProxyController } from '../controller.js';
 import type { ProxyController, ProxySources } from '../controller.js';
 import { proxyIpvsOptions } from '../options.js';
 import type { ProxyIpvsOptions } from '../options.js';
+import { driftCount } from './drift.js';
+import { captureLogs } from '@kube-router/testkit';
+import type { LogLine } from '@kube-router/testkit';
 
 export interface RecordedWarning {
   readonly owner: string;
@@ -19,6 +21,11 @@ export interface RecordedWarning {
 export interface ControllerHarness {
   readonly controller: ProxyController;
   readonly warnings: RecordedWarning[];
+  readonly metrics: AgentMetrics;
+  /** The controller's log lines, info and above. */
+  readonly logs: LogLine[];
+  /** kube_router_controller_drift_repaired_total{controller="proxy",object}; 0 before any. */
+  drift(object: string): Promise<number>;
   /** One sync; the objects (`service/ns/name`, `ipsets/ipv4`, ...) it failed for, empty when it succeeded. */
   sync(reason?: string): Promise<string[]>;
 }
@@ -42,10 +49,12 @@ export function controllerHarness(
     onChange: () => () => {},
     warnService: (namespace, name, reason, message) => warnings.push({ owner: `${namespace}/${name}`, reason, message }),
   };
+  const { logger, lines: logs } = captureLogs();
+  const metrics = new AgentMetrics({ collectDefaultMetrics: false });
   const ctx: PluginContext = {
     nodeName: objects.node?.metadata?.name ?? 'node-a',
-    logger: pino({ level: 'silent' }),
-    metrics: new AgentMetrics({ collectDefaultMetrics: false }),
+    logger,
+    metrics,
     health: new HealthRegistry({ defaultGraceMs: 5_000 }),
     services: new ServiceRegistry(),
   };
@@ -53,6 +62,9 @@ export function controllerHarness(
   return {
     controller,
     warnings,
+    metrics,
+    logs,
+    drift: (object) => driftCount(metrics, object),
     async sync(reason = 'initial') {
       const outcome = await controller.runObservedSync(reason);
       if (outcome.ok) return [];
@@ -61,3 +73,4 @@ export function controllerHarness(
     },
   };
 }
+

@@ -10,10 +10,11 @@ import type { CommandRunner } from '@kube-router/netfilter';
 import { startApiServer } from '@kube-router/testkit';
 import type { ApiServer, KubeObjectInput } from '@kube-router/testkit';
 import type { BackgroundProcess, TestKernel } from '@kube-router/testkit/qemu';
-import pino from 'pino';
 import type { ProxyController } from '../controller.js';
 import type { ProxyIpvsOptions } from '../options.js';
 import { createProxyIpvsPlugin } from '../plugin.js';
+import { captureLogs } from '@kube-router/testkit';
+import type { LogLine } from '@kube-router/testkit';
 
 export const NODE_NAME = 'tipvs-node';
 /** The node's address on the link to the outside client: its InternalIP, where NodePorts answer. */
@@ -120,6 +121,8 @@ export interface ProxyHarness {
   readonly controller: ProxyController;
   readonly metrics: AgentMetrics;
   readonly health: HealthRegistry;
+  /** The agent's log lines, warnings and above (all of TIPVS_LOG's level, echoed, when it is set). */
+  readonly logs: LogLine[];
   close(): Promise<void>;
 }
 
@@ -128,7 +131,7 @@ export async function startProxy(runner: CommandRunner, options: ProxyIpvsOption
   const server = await startApiServer({ port: 0 });
   for (const object of seed) server.create(object);
   const kubeconfig = await server.writeKubeconfig();
-  const logger = pino({ level: process.env.TIPVS_LOG ?? 'silent' });
+  const { logger, lines: logs } = captureLogs((process.env.TIPVS_LOG as 'debug' | 'info' | undefined) ?? 'warn', { echo: process.env.TIPVS_LOG !== undefined });
   const metrics = new AgentMetrics({ collectDefaultMetrics: false });
   const health = new HealthRegistry({ defaultGraceMs: 60_000 });
   const kube = createKubeContext({ kubeConfig: loadKubeConfig({ kubeconfig, env: {} }), nodeName: NODE_NAME, logger, metrics });
@@ -145,6 +148,7 @@ export async function startProxy(runner: CommandRunner, options: ProxyIpvsOption
     controller,
     metrics,
     health,
+    logs,
     async close() {
       await controller.stop();
       await kube.informers.stop();
