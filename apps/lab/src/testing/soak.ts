@@ -372,7 +372,8 @@ export class Soak {
       rssBytes: value('process_resident_memory_bytes'),
       fds: value('process_open_fds'),
       processes: processes
-        .filter((process) => !TRANSIENT.test(`${process.command} `))
+        // A command of '' ended between the listing and the read of its command line: a short-lived one too.
+        .filter((process) => process.command !== '' && !TRANSIENT.test(`${process.command} `))
         .map((process) => (process.command.includes(AGENT_CLI) ? 'agent' : process.command.split(' ').slice(0, 2).map((word) => word.split('/').at(-1)).join(' ')))
         .sort(),
       zombies,
