@@ -104,6 +104,27 @@ describe('FailFastSession', () => {
     await expect(session.run({ command: 'true' })).resolves.toMatchObject({ exitCode: 0 });
   });
 
+  it('fails every later command at once after one found the xtables lock held past its wait, naming it', async () => {
+    const inner = new RecordingRunner().once('iptables-legacy-restore', {
+      exitCode: 4,
+      stderr: "Can't lock /run/xtables.lock: Resource temporarily unavailable\nAnother app is currently holding the xtables lock. Stopped waiting after 5s.\n",
+    });
+    const session = new FailFastSession(inner);
+    const held = await failureOf(session.run({ command: 'iptables-legacy-restore', args: ['--noflush', '--wait=5'] }));
+    expect(held.message).toMatch(/holding the xtables lock/);
+    // Each of these would otherwise wait out its own 5 s for the same lock, and apply once it is free: a later family
+    // written after an earlier one failed.
+    const skipped = await failureOf(session.run({ command: 'ip6tables-legacy-restore', args: ['--noflush', '--wait=5'] }));
+    expect(skipped.message).toBe(
+      'ip6tables-legacy-restore --noflush --wait=5 was not run: iptables-legacy-restore --noflush --wait=5 found the xtables lock held by another process earlier in this sync',
+    );
+    expect(inner.lines()).toEqual(['iptables-legacy-restore --noflush --wait=5']);
+    expect(session.stoppedBy).toBe(held);
+    expect(session.timedOut).toBeUndefined();
+    session.begin();
+    await expect(session.run({ command: 'ip6tables-legacy-restore' })).resolves.toMatchObject({ exitCode: 0 });
+  });
+
   it('keeps running after failures that are not timeouts', async () => {
     const inner = new RecordingRunner().once('iptables-restore', { exitCode: 2, stderr: 'bad rule' });
     const session = new FailFastSession(inner);

@@ -131,14 +131,24 @@ function describeFailure(details: CommandErrorDetails): string {
 }
 
 /**
+ * iptables gave up waiting for the xtables lock (its `--wait`): another process holds it, as iptables-legacy and other
+ * agents do while they write. iptables exits with 4 (its resource problem) and says so on stderr.
+ */
+export function isXtablesLockHeld(error: unknown): error is CommandError {
+  return error instanceof CommandError && error.ranAndFailed && error.exitCode === 4 && /holding the xtables lock/.test(error.stderr);
+}
+
+/**
  * A runner for the commands of one sync, whose steps depend on each other: once one command times out (a hung kernel
- * tool, an xtables lock held by someone else), every later command of the sync fails at once, naming the command that
- * timed out, instead of each waiting out its own timeout in turn. The failure then shows within about one command
- * timeout. `begin()` starts the next sync afresh; the wrapped runner does the work.
+ * tool) or finds the xtables lock held by someone else past its wait, every later command of the sync fails at once,
+ * naming that command, instead of each waiting out its own timeout or lock wait in turn. The failure then shows
+ * within about one timeout or one lock wait, and nothing of the sync's later steps reaches the kernel once the lock
+ * is free again (a later family's rules written after an earlier one's failed). `begin()` starts the next sync
+ * afresh; the wrapped runner does the work.
  */
 export class FailFastSession implements CommandRunner {
   readonly #runner: CommandRunner;
-  #timedOut: CommandError | undefined;
+  #stoppedBy: CommandError | undefined;
 
   constructor(runner: CommandRunner) {
     this.#runner = runner;
@@ -146,29 +156,35 @@ export class FailFastSession implements CommandRunner {
 
   /** The command that timed out in this sync, if one did. */
   get timedOut(): CommandError | undefined {
-    return this.#timedOut;
+    return this.#stoppedBy?.timedOut ? this.#stoppedBy : undefined;
+  }
+
+  /** The command that stopped this sync's commands (it timed out, or found the xtables lock held), if one did. */
+  get stoppedBy(): CommandError | undefined {
+    return this.#stoppedBy;
   }
 
   /** Starts a new sync: commands run again. */
   begin(): void {
-    this.#timedOut = undefined;
+    this.#stoppedBy = undefined;
   }
 
   async run(spec: CommandSpec): Promise<CommandResult> {
-    const earlier = this.#timedOut;
+    const earlier = this.#stoppedBy;
     if (earlier) {
+      const what = earlier.timedOut ? `timed out after ${earlier.timeoutMs ?? '?'}ms` : 'found the xtables lock held by another process';
       throw new CommandError({
         command: spec.command,
         args: spec.args ?? [],
         exitCode: null,
         ...(spec.netns !== undefined && { netns: spec.netns }),
-        notRunBecause: `${formatCommandLine(earlier.command, earlier.args)} timed out after ${earlier.timeoutMs ?? '?'}ms earlier in this sync`,
+        notRunBecause: `${formatCommandLine(earlier.command, earlier.args)} ${what} earlier in this sync`,
       });
     }
     try {
       return await this.#runner.run(spec);
     } catch (error) {
-      if (error instanceof CommandError && error.timedOut) this.#timedOut ??= error;
+      if (error instanceof CommandError && (error.timedOut || isXtablesLockHeld(error))) this.#stoppedBy ??= error;
       throw error;
     }
   }

@@ -15,3 +15,8 @@ export { runNetpolEnforcementSuite } from './enforcement-suite.js';
 export { addForeignObjects } from './foreign.js';
 export { benchClock, gauge, inNetns, metricSum, startScheduler } from './bench.js';
 export { compileSmallCluster, serverFromClientsPolicy } from './fixtures.js';
+export { runNetpolConcurrentWriterSuite } from './concurrent-writer-suite.js';
+export type { ConcurrentWriterOptions } from './concurrent-writer-suite.js';
+export { ipsetAndIptablesWriter } from './foreign-writer-xtables.js';
+export { nftWriter } from './foreign-writer-nft.js';
+export type { ForeignWriter, ForeignWriterReport, RunningForeignWriter } from './foreign-writer.js';
