@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CommandError } from './command.js';
+import type { CommandRunner, CommandSpec } from './command.js';
 import { ExecRunner } from './exec-runner.js';
 import { Ipset } from './ipset.js';
 import { IpsetScript } from './ipset-script.js';
@@ -35,6 +36,34 @@ describe.skipIf(missing !== undefined)(`ipset in a network namespace ${missing ?
     expect(byName.get('krt-v6net')).toMatchObject({ type: 'hash:net', family: 'ipv6' });
     expect([...byName.get('krt-v6net')!.members].sort()).toEqual(['fd00::/64', 'fd00::/80 nomatch']);
     expect([...byName.get('krt-v4port')!.members].sort()).toEqual(['10.0.0.1,sctp:9000', '10.0.0.1,tcp:80']);
+  });
+
+  it('saves its own sets by name, never dumping another tool’s, and names every set', async () => {
+    await ipset.restore(
+      new IpsetScript()
+        .create({ name: 'krt-own-a', type: 'hash:ip', family: 'ipv4' })
+        .add('krt-own-a', '10.1.0.1')
+        .create({ name: 'krt-own-b', type: 'hash:net', family: 'ipv6' })
+        .add('krt-own-b', 'fd01::/64')
+        .create({ name: 'istio-inpod-probes-v4', type: 'hash:ip', family: 'ipv4' })
+        .add('istio-inpod-probes-v4', '10.9.9.9'),
+    );
+    const ran: CommandSpec[] = [];
+    const watched: CommandRunner = { run: (spec) => (ran.push(spec), netns.runner.run(spec)) };
+    const own = new Ipset({ runner: watched, netns: netns.name });
+    const { sets, names } = await own.saveOwn((name) => name.startsWith('krt-own-'));
+    expect(sets.map((set) => [set.name, [...set.members]])).toEqual([
+      ['krt-own-a', ['10.1.0.1']],
+      ['krt-own-b', ['fd01::/64']],
+    ]);
+    expect(names).toContain('istio-inpod-probes-v4');
+    // A dump holds each set it lists busy (EBUSY for another tool's swap or destroy): only our sets are dumped.
+    expect(ran.map((spec) => [spec.args?.join(' '), spec.input ?? ''])).toEqual([
+      ['list -n', ''],
+      ['restore', 'save krt-own-a\nsave krt-own-b\n'],
+    ]);
+    expect(await own.saveOwn((name) => name === 'krt-none')).toEqual({ sets: [], names: expect.arrayContaining(['krt-own-a']) });
+    await ipset.run(['destroy', 'istio-inpod-probes-v4']);
   });
 
   it('keeps sets inside the namespace', async () => {

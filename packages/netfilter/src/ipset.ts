@@ -55,6 +55,22 @@ export class Ipset {
     return parseIpsetSave((await this.#run(name === undefined ? ['save'] : ['save', name])).stdout);
   }
 
+  /**
+   * `ipset save` of the sets `own` picks out, by name, and the names of every set. A save of every set holds each set
+   * busy in the kernel while it is dumped, and another tool that swaps or destroys a set of its own at that moment gets
+   * EBUSY (kube-router #1918's neighbours, Istio's CNI); `ipset list -n` holds each only while its name is read. Both
+   * commands run under one hold of the mutex, so no set of this process comes or goes between them.
+   */
+  async saveOwn(own: (name: string) => boolean): Promise<{ sets: SavedIpset[]; names: string[] }> {
+    return this.#lock.runExclusive(async () => {
+      const names = parseIpsetNames((await this.#runUnlocked(['list', '-n'])).stdout);
+      const wanted = names.filter(own);
+      if (wanted.length === 0) return { sets: [], names };
+      const saved = await this.#runUnlocked(['restore'], wanted.map((name) => `save ${name}\n`).join(''));
+      return { sets: parseIpsetSave(saved.stdout), names };
+    });
+  }
+
   /** Replaces a set's members atomically through a temporary set, creating the set first if it does not exist. */
   async replace(spec: IpsetSpec, members: Iterable<IpsetMember>, tempName: string): Promise<void> {
     const existing = new Set(await this.listNames());
@@ -73,8 +89,10 @@ export class Ipset {
   }
 
   #run(args: readonly string[], input?: string): Promise<CommandResult> {
-    return this.#lock.runExclusive(() =>
-      this.#runner.run({ command: this.#command, args, input, netns: this.netns, timeoutMs: this.#timeoutMs }),
-    );
+    return this.#lock.runExclusive(() => this.#runUnlocked(args, input));
+  }
+
+  #runUnlocked(args: readonly string[], input?: string): Promise<CommandResult> {
+    return this.#runner.run({ command: this.#command, args, input, netns: this.netns, timeoutMs: this.#timeoutMs });
   }
 }

@@ -194,8 +194,7 @@ export class KernelApplier {
     const setsBefore = new Map(this.#sets);
     this.#sets.clear();
     this.#tempSetExists = false;
-    for (const saved of await this.#options.ipset.save()) {
-      if (!isOwnSet(saved.name)) continue;
+    for (const saved of (await this.#options.ipset.saveOwn(isOwnSet)).sets) {
       if (saved.name === TEMP_SET) this.#tempSetExists = true;
       else this.#sets.set(saved.name, setDigest(saved.type, saved.members));
       if (saved.family) this.#setFamilies.set(saved.name, saved.family);

@@ -160,11 +160,11 @@ export class Dataplane {
     return sets.map(({ name, members: written }) => ({ name, members: written }));
   }
 
-  /** One `ipset save` of every set: the read-back of a full sync, for every family at once. */
+  /** The read-back of a full sync, for every family at once: our sets saved by name, and every set's name. */
   async readSets(): Promise<ProxySetsFound> {
-    const saved = await this.ipset.save();
     const ours = new Set(this.#options.families.flatMap((family) => [LOCAL_IPS_SET, SERVICE_IPS_SET, SERVICE_IP_PORTS_SET].map((base) => familySetName(base, family))));
-    return { sets: new Map(saved.filter((set) => ours.has(set.name)).map((set) => [set.name, set])), names: new Set(saved.map((set) => set.name)) };
+    const { sets, names } = await this.ipset.saveOwn((name) => ours.has(name));
+    return { sets: new Map(sets.map((set) => [set.name, set])), names: new Set(names) };
   }
 
   /** One `iptables-save` of the filter table and one of nat: our chains in them and the jumps into them. */

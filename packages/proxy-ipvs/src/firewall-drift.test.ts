@@ -2,7 +2,7 @@ import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node
 import { RecordingRunner } from '@kube-router/netfilter';
 import type { CommandSpec, ScriptedResult } from '@kube-router/netfilter';
 import { describe, expect, it } from 'vitest';
-import { FIREWALL_CHAIN, MASQUERADE_CHAIN, SERVICE_IPS_SET, SERVICE_IP_PORTS_SET } from './names.js';
+import { FIREWALL_CHAIN, LOCAL_IPS_SET, MASQUERADE_CHAIN, SERVICE_IPS_SET, SERVICE_IP_PORTS_SET } from './names.js';
 import { controllerHarness } from './testing/controller-harness.js';
 import type { ControllerHarness } from './testing/controller-harness.js';
 import { driftLines } from './testing/drift.js';
@@ -57,9 +57,17 @@ class FakeKernel {
     return this.tables.get(table)?.get(name);
   }
 
-  /** Commands a sync ran that read the kernel back: `iptables-save -t filter`, `ipset save`, ... */
+  /**
+   * Commands a sync ran that read the kernel back: `iptables-save -t filter`, `ipset list -n`, and a restore of nothing
+   * but `save <set>` lines shown as `ipset save <set> ...`.
+   */
   readBacks(): string[] {
-    return this.runner.lines().filter((line) => line.startsWith('iptables-save') || line.startsWith('ipset save') || line.startsWith('ipset list'));
+    return this.runner.invocations.flatMap((spec) => {
+      const line = [spec.command, ...(spec.args ?? [])].join(' ');
+      const saves = (spec.input ?? '').split('\n').filter(Boolean);
+      if (line === 'ipset restore' && saves.length > 0 && saves.every((input) => input.startsWith('save '))) return [`ipset save ${saves.map((input) => input.slice(5)).join(' ')}`];
+      return line.startsWith('iptables-save') || line.startsWith('ipset save') || line.startsWith('ipset list') ? [line] : [];
+    });
   }
 
   #restore(input: string): ScriptedResult {
@@ -97,9 +105,11 @@ class FakeKernel {
   }
 
   #ipsetRestore(input: string): ScriptedResult {
+    const saved: string[] = [];
     for (const line of input.split('\n')) {
       const [verb = '', name = '', ...rest] = line.split(' ');
-      if (verb === 'create' && !this.sets.has(name)) this.sets.set(name, { header: rest.join(' '), members: [] });
+      if (verb === 'save') saved.push(this.#ipsetSave(name));
+      else if (verb === 'create' && !this.sets.has(name)) this.sets.set(name, { header: rest.join(' '), members: [] });
       else if (verb === 'flush') this.sets.get(name)?.members.splice(0);
       else if (verb === 'add') {
         const members = this.sets.get(name)?.members;
@@ -112,11 +122,14 @@ class FakeKernel {
         [first.members, second.members] = [second.members, first.members];
       }
     }
-    return {};
+    return { stdout: saved.join('\n') };
   }
 
-  #ipsetSave(): string {
-    return [...this.sets].flatMap(([name, set]) => [`create ${name} ${set.header}`, ...set.members.map((member) => `add ${name} ${member}`)]).join('\n');
+  #ipsetSave(only?: string): string {
+    return [...this.sets]
+      .filter(([name]) => only === undefined || name === only)
+      .flatMap(([name, set]) => [`create ${name} ${set.header}`, ...set.members.map((member) => `add ${name} ${member}`)])
+      .join('\n');
   }
 }
 
@@ -214,13 +227,19 @@ describe('drift of the proxy’s own chains and ipsets', () => {
     expect(await proxy.drift('chain')).toBe(1);
   });
 
-  it('reads back on full syncs only: one ipset save and one iptables-save per table, whatever the number of objects', async () => {
+  it('reads back on full syncs only: its own sets saved by name and one iptables-save per table, whatever the number of objects', async () => {
     const kernel = new FakeKernel();
     const proxy = proxyOn(kernel);
     await proxy.sync('initial');
     kernel.runner.invocations.length = 0;
     await proxy.sync('periodic');
-    expect(kernel.readBacks()).toEqual(['ipset save', 'iptables-save -t filter', 'iptables-save -t nat']);
+    // Never a save of every set: it would hold another tool's sets busy while they are dumped (kube-router #1918).
+    expect(kernel.readBacks()).toEqual([
+      'ipset list -n',
+      `ipset save ${LOCAL_IPS_SET} ${SERVICE_IPS_SET} ${SERVICE_IP_PORTS_SET}`,
+      'iptables-save -t filter',
+      'iptables-save -t nat',
+    ]);
     // The jumps were read with the tables: no `iptables -C` on a full sync.
     expect(kernel.runner.lines().filter((line) => line.includes(' -C '))).toEqual([]);
 
@@ -239,7 +258,11 @@ describe('drift of the proxy’s own chains and ipsets', () => {
     const proxy = proxyOn(kernel);
     await proxy.sync('initial');
     kernel.sets.get(SERVICE_IP_PORTS_SET)?.members.splice(0);
-    kernel.runner.once('ipset restore', { exitCode: 1, stderr: 'ipset v7.17: Kernel error received: Resource busy' });
+    // The write's restore (`-exist`), not the read-back's.
+    kernel.runner.once((spec) => spec.command === 'ipset' && (spec.args ?? []).join(' ') === 'restore -exist', {
+      exitCode: 1,
+      stderr: 'ipset v7.17: Kernel error received: Resource busy',
+    });
     expect(await proxy.sync('periodic')).toEqual(['ipsets/ipv4']);
     expect(await proxy.drift('ipset')).toBe(0);
     expect(await proxy.sync('periodic')).toEqual([]);
