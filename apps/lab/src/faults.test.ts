@@ -200,7 +200,7 @@ describe.skipIf(!isRoot || !hasTool('kubectl'))('faults a node meets in producti
       // from a backup): every watch that resumes gets 410 Gone, and the deletion reaches the agents only by a relist.
       expiredBefore = await Promise.all(lab.metricsUrls.map(async (url) => (await informerWatches(url)).expired));
       process.kill(lab.child.pid!, 'SIGUSR2');
-      await waitFor('the lab to compact the history', () => lab.stderr.some((line) => line.includes('the API server compacted its history')), 10_000);
+      await waitFor('the lab to compact the history', () => [...lab.stderr, ...lab.stdout].some((line) => line.includes('the API server compacted its history')), 10_000);
       // At least 60 s, and until each node's readiness reports its informers' watches down (after their grace).
       notReadyAt = await Promise.all(
         NODES.map((node) => health!.waitFor('/readyz naming the informers', node, notReadyNaming('informers'), cut, 180_000)),

@@ -150,6 +150,8 @@ class ClusterLab {
    * informer relists: what the agents meet after a long outage, on demand (apps/lab/src/faults.test.ts).
    */
   private readonly compactHistory = (): void => {
+    // Kept until the process ends: a signal without a handler would end the lab in the middle of its removal.
+    if (this.stopping) return;
     this.server?.faults.expireResourceVersions();
     log.warn('SIGUSR2: the API server compacted its history; every watch resuming from before now gets 410 Gone');
   };
@@ -294,7 +296,6 @@ class ClusterLab {
     // The pods' own processes are gone with the pods; anything else the agents left (a daemon) goes now.
     await killAndWait(leftovers, 5_000);
     await this.underlay?.remove().catch((error: unknown) => failures.push(error));
-    process.off('SIGUSR2', this.compactHistory);
     await this.server?.close().catch((error: unknown) => failures.push(error));
     await rm(workdir, { recursive: true, force: true });
     for (const error of failures) log.error({ err: error }, 'removing the lab failed');

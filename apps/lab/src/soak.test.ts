@@ -37,7 +37,6 @@ describe.skipIf(!isRoot || !hasTool('kubectl'))('a 2-minute soak: churn on a two
     expect(report.wrong, 'probes whose verdict was not what the policies said').toEqual([]);
     expect(report.probeErrors).toEqual([]);
     expect(report.rounds).toBeGreaterThanOrEqual(3);
-    expect(report.livenessFailures).toEqual({ 'lab-node-1': 0, 'lab-node-2': 0 });
   }, 420_000);
 
   it('stops cleanly', async () => {
