@@ -162,7 +162,7 @@ export class Soak {
 
   constructor(options: SoakOptions) {
     this.#options = options;
-    const { runId, subnet } = options;
+    const { runId } = options;
     this.#nodeNetns = (node) => `krt-${runId}-${node}`;
   }
 
