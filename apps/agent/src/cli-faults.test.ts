@@ -2,7 +2,7 @@ import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, get, waitFor } from './testing/support.js';
+import { alive, freePort, get, waitFor } from './testing/support.js';
 import { killSpawnedClis, parseLogs, spawnCli } from './testing/spawn-cli.js';
 
 const FAULTS_CLI = 'src/testing/cli-with-faults.ts';
@@ -10,16 +10,6 @@ const ONLY_FIREWALL = ['--run-service-proxy=false', '--run-router=false'];
 const ONLY_LOADBALANCER = ['--run-firewall=false', '--run-service-proxy=false', '--run-router=false', '--run-loadbalancer'];
 
 afterEach(killSpawnedClis);
-
-/** Alive means running or sleeping; a zombie waiting for its parent is already dead. */
-async function alive(pid: number): Promise<boolean> {
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
-}
 
 // Each test spawns the agent: tsx takes many seconds to start it on a loaded machine.
 describe('stopping the agent while a kernel tool hangs', { timeout: 90_000 }, () => {

@@ -15,7 +15,7 @@ import { kubeconfigYaml, startApiServer, type ApiServer } from '@kube-router/tes
 import { afterEach, describe, expect, it } from 'vitest';
 import { startHoldingRelay, type HeldRequest, type HoldingRelay, type RelayedRequest } from './testing/holding-relay.js';
 import { killSpawnedClis, parseLogs, spawnCli, type SpawnedCli } from './testing/spawn-cli.js';
-import { freePort, get, sleep, waitFor } from './testing/support.js';
+import { alive, freePort, get, sleep, waitFor } from './testing/support.js';
 
 const ONLY_LOADBALANCER = ['--run-firewall=false', '--run-service-proxy=false', '--run-router=false', '--run-loadbalancer'];
 const NAMESPACE = 'kube-system';
@@ -59,11 +59,6 @@ interface ServiceStatus {
 const ingressOf = (service: ServiceStatus | undefined) => (service?.status?.loadBalancer?.ingress ?? []).map((i) => i.ip ?? '');
 
 /** Alive means running or sleeping; a zombie waiting for its parent is already dead. */
-async function alive(pid: number): Promise<boolean> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
-  return stat !== '' && stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-}
-
 /** The process and every process below it, from /proc. */
 async function processTree(root: number): Promise<number[]> {
   const children = new Map<number, number[]>();

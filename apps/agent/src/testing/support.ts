@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 
 /** GETs a URL and returns status and body text. */
 export async function get(url: string): Promise<{ status: number; body: string }> {
@@ -43,4 +44,10 @@ export function run(
     );
     child.stdin?.end(options.input ?? '');
   });
+}
+
+/** Alive means running or sleeping; a zombie waiting for its parent is already dead. */
+export async function alive(pid: number): Promise<boolean> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  return stat !== '' && stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
 }
