@@ -1,15 +1,18 @@
 import { healthRoutes } from '@kube-router/healthcheck';
 import { parseIpvsSave } from '@kube-router/netfilter';
 import { ipvsKernelUnavailableReason, openIpvsKernel } from '@kube-router/testkit/qemu';
-import type { TestKernel } from '@kube-router/testkit/qemu';
+import type { BackgroundProcess, TestKernel } from '@kube-router/testkit/qemu';
 import fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '@kube-router/testkit';
+import { freePort, waitFor } from '@kube-router/testkit';
 import pino from 'pino';
 import { DUMMY_INTERFACE, MASQUERADE_CHAIN, SERVICE_IP_PORTS_SET } from './names.js';
 import { proxyIpvsOptions } from './options.js';
+import type { ProxyIpvsOptions } from './options.js';
 import { createProxyIpvsPlugin } from './plugin.js';
 import { driftCount, driftLines } from './testing/drift.js';
+import { DRIFT_OBJECTS, ProxyAgentProcess } from './testing/proxy-agent-process.js';
+import { longestGap, parseProbes, parseStream } from './testing/traffic.js';
 import { EXTERNAL_CLIENT_IP, NODE_IP, POD_CIDR, ProxyWorld, nodeObject, serviceObject, sliceObject, startProxy } from './testing/world.js';
 import type { Pod, ProxyHarness } from './testing/world.js';
 
@@ -24,6 +27,7 @@ describe.skipIf(unavailable !== undefined)(`proxy on a real IPVS kernel${unavail
   let b: Pod;
   let client: Pod;
   let healthCheckPort: number;
+  let proxyOptions: ProxyIpvsOptions;
 
   const ipvs = async () => parseIpvsSave((await kernel.runner.run({ command: 'ipvsadm', args: ['-Sn'], ...(world.netns && { netns: world.netns }) })).stdout);
   const vips = async () => (await kernel.sh(`ip -o addr show dev ${DUMMY_INTERFACE} 2>/dev/null; true`, world.netns ? { netns: world.netns } : {})).stdout;
@@ -47,19 +51,20 @@ describe.skipIf(unavailable !== undefined)(`proxy on a real IPVS kernel${unavail
     b = await world.addPod('b', [8080]);
     client = await world.addPod('client');
     healthCheckPort = await freePort();
+    proxyOptions = {
+      ...(world.netns && { netns: world.netns }),
+      podCidrs: [POD_CIDR],
+      enableIpv6: false,
+      gracefulTermination: true,
+      gracefulPeriodMs: 8_000,
+      syncPeriodMs: 600_000,
+      strictExternalIpValidation: true,
+      serviceExternalIpRanges: ['203.0.113.0/24'],
+      serviceClusterIpRanges: ['10.96.0.0/12'],
+    };
     proxy = await startProxy(
       kernel.runner,
-      {
-        ...(world.netns && { netns: world.netns }),
-        podCidrs: [POD_CIDR],
-        enableIpv6: false,
-        gracefulTermination: true,
-        gracefulPeriodMs: 8_000,
-        syncPeriodMs: 600_000,
-        strictExternalIpValidation: true,
-        serviceExternalIpRanges: ['203.0.113.0/24'],
-        serviceClusterIpRanges: ['10.96.0.0/12'],
-      },
+      proxyOptions,
       [
         nodeObject(),
         serviceObject({ name: 'spread', clusterIP: '10.96.0.10' }),
@@ -291,6 +296,128 @@ describe.skipIf(unavailable !== undefined)(`proxy on a real IPVS kernel${unavail
     expect(text).toMatch(/kube_router_service_total_connections\{svc_namespace="default",service_name="spread",service_vip="10\.96\.0\.10",protocol="tcp",port="80"\} [1-9]/);
     expect(text).toMatch(/kube_router_controller_ipvs_services \d+/);
   });
+
+  it('keeps an established and new connections through a proxy process SIGKILLed mid-sync and started again; the restart adopts what it finds, nothing twice, no drift', async () => {
+    const started = performance.now();
+    const inNetns = world.netns ? { netns: world.netns } : {};
+    const lateIp = '10.96.0.30';
+    const sorted = (text: string) => text.split('\n').filter((line) => line.trim() !== '').sort();
+    /** Everything the proxy owns in the kernel, one line per object: nothing else runs there. */
+    const owned = async () => ({
+      ipvs: sorted((await kernel.runner.run({ command: 'ipvsadm', args: ['-Sn'], ...inNetns })).stdout),
+      vips: sorted((await kernel.sh(`ip -o -4 addr show dev ${DUMMY_INTERFACE} | awk '{print $4}'`, inNetns)).stdout),
+      sets: sorted((await kernel.sh('ipset list -n', inNetns)).stdout),
+      members: sorted((await kernel.sh(`ipset save | grep '^add '`, inNetns)).stdout),
+      rules: sorted((await kernel.sh(`{ iptables-save -t filter; iptables-save -t nat; } | grep -- 'KUBE-ROUTER'`, inNetns)).stdout),
+    });
+    const twice = (lines: readonly string[]) => lines.filter((line, index) => lines.indexOf(line) !== index);
+    const noDrift = Object.fromEntries(DRIFT_OBJECTS.map((object) => [object, 0]));
+
+    // The node's agent is now a process of its own: the test's controller steps aside as an agent stopped with SIGTERM
+    // does (the kernel left as it is), and the Service the kernel refuses goes, so that every sync can succeed.
+    await proxy.controller.stop();
+    if (proxy.server.get('v1', 'Service', 'default', 'broken')) proxy.server.delete('v1', 'Service', 'default', 'broken');
+    if (proxy.server.get('discovery.k8s.io/v1', 'EndpointSlice', 'default', 'broken-a')) proxy.server.delete('discovery.k8s.io/v1', 'EndpointSlice', 'default', 'broken-a');
+    const kubeconfig = await proxy.server.writeKubeconfig();
+    // Killed with the write of the new Service's IPVS service in flight: its VIP, ipset members and the rest of the
+    // sync never happen in that process.
+    const first = new ProxyAgentProcess(kernel.runner, { kubeconfig, options: proxyOptions }, {
+      killWhileRunning: (spec) => spec.command === 'ipvsadm' && spec.args?.[0] === '-R' && (spec.input ?? '').includes(lateIp),
+    });
+    let second: ProxyAgentProcess | undefined;
+    const background: BackgroundProcess[] = [];
+    try {
+      const adopted = await first.syncNumber(0);
+      expect(adopted, first.stderr).toMatchObject({ reason: 'initial', ok: true, drift: noDrift });
+      const before = await owned();
+      expect(before.ipvs.some((line) => line.includes(lateIp))).toBe(false);
+
+      const stream = await world.stream(client.netns, '10.96.0.10', 80, 100);
+      const prober = await world.prober(client.netns, '10.96.0.10', 80, 100, 3_000);
+      background.push(stream, prober);
+      await waitFor('the long-lived connection and the prober to get answers', async () =>
+        parseStream((await stream.output()).stdout).answers.length >= 3 && parseProbes((await prober.output()).stdout).some((probe) => probe.ok),
+      );
+
+      // The slice first, so that the sync the Service triggers writes it with its two real servers.
+      proxy.server.create(sliceObject('late', [{ ip: a.ip }, { ip: b.ip }]));
+      proxy.server.create(serviceObject({ name: 'late', clusterIP: lateIp }));
+      await waitFor('the first proxy process to be killed in its sync of the new Service', () => !first.running, 60_000);
+      expect(await first.exited).toEqual({ code: null, signal: 'SIGKILL' });
+      const killed = await world.uptime();
+      expect(first.killed?.spec.input).toContain(`-A -t ${lateIp}:80`);
+
+      // Started again at once with the same options, as the kubelet's first restart of a crashed container.
+      second = new ProxyAgentProcess(kernel.runner, { kubeconfig, options: proxyOptions });
+      const restarted = await world.uptime();
+      const initial = await second.syncNumber(0);
+      const synced = await world.uptime();
+      const restartToSyncMs = Math.round(performance.now() - second.spawnedAt);
+      const killToSyncMs = synced.ms - killed.ms;
+      expect(initial, second.stderr).toMatchObject({ reason: 'initial', ok: true, drift: noDrift });
+
+      // The interrupted change is complete: the new Service answers from both endpoints.
+      const answers = await world.probe(client.netns, lateIp, 80, 4);
+      expect(new Set(answers.map((answer) => answer.split(' ')[0]))).toEqual(new Set(['a', 'b']));
+      // Traffic keeps going for a while after the first sync; then a full sync of the restarted process finds the
+      // kernel as it wrote it.
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      const periodic = await second.sync('periodic');
+      expect(periodic).toMatchObject({ ok: true, drift: noDrift });
+      expect(periodic.report?.ipvsOperations).toBe(0);
+      const ended = await world.uptime();
+      const after = await owned();
+
+      // As before the kill, plus exactly the new Service (its IPVS service and two real servers, its VIP, its two
+      // ipset members), each object once; no rule of the chains changed, no set left over from the killed write.
+      const withoutLate = (lines: readonly string[]) => lines.filter((line) => !line.includes(lateIp));
+      for (const kind of ['ipvs', 'vips', 'sets', 'members', 'rules'] as const) {
+        expect(twice(after[kind]), kind).toEqual([]);
+        expect(withoutLate(after[kind]), kind).toEqual(before[kind]);
+      }
+      expect(after.ipvs.filter((line) => line.includes(lateIp))).toEqual(
+        [`-A -t ${lateIp}:80 -s rr`, `-a -t ${lateIp}:80 -r ${a.ip}:8080 -m -w 1`, `-a -t ${lateIp}:80 -r ${b.ip}:8080 -m -w 1`].sort(),
+      );
+      expect(after.vips.filter((line) => line.includes(lateIp))).toEqual([`${lateIp}/32`]);
+      expect(after.members.filter((line) => line.includes(lateIp))).toEqual([`add kube-router-svip ${lateIp}`, `add kube-router-svip-prt ${lateIp},tcp:80`]);
+      expect(after.rules.filter((line) => line.includes(lateIp))).toEqual([]);
+      const healthCheck = await fetch(`http://127.0.0.1:${healthCheckPort}/healthz`);
+      expect(healthCheck.status).toBe(200);
+
+      const streamed = parseStream((await stream.stop()).stdout);
+      const probes = parseProbes((await prober.stop()).stdout);
+      background.length = 0;
+      // The established connection: never reset, answered throughout, to the end.
+      expect(streamed.ended).toBeUndefined();
+      const answeredAfterSync = streamed.answers.filter((time) => time > synced.ms).length;
+      expect(answeredAfterSync).toBeGreaterThan(5);
+      const gapMs = longestGap(streamed.answers, streamed.answers[0] as number, ended.ms);
+      // 100 ms between lines; a connection the kernel dropped or reset would stop for good. The bound leaves room for
+      // a loaded 2-core host emulating the guest.
+      expect(gapMs).toBeLessThan(3_000);
+      const outageGapMs = longestGap(streamed.answers, killed.ms, synced.ms);
+      // New connections: the kernel kept everything of this Service while no proxy ran, so none fails, before the
+      // first sync of the restarted process (marks late by at most their round trip) or after it.
+      const outage = probes.filter((probe) => probe.startedAt >= killed.ms && probe.startedAt < synced.ms);
+      const afterSync = probes.filter((probe) => probe.startedAt >= synced.ms && probe.startedAt <= ended.ms);
+      expect(outage.length).toBeGreaterThan(5);
+      expect(afterSync.length).toBeGreaterThan(5);
+      expect(probes.filter((probe) => !probe.ok)).toEqual([]);
+      console.info(
+        `proxy-restart: killed with ${first.killed?.spec.command} ${first.killed?.spec.args?.join(' ')} in flight (${first.commands} commands relayed); ` +
+          `restarted ${restarted.ms - killed.ms} ms after the kill, first sync done ${restartToSyncMs} ms after the restart (its sync ${initial.durationMs} ms, ` +
+          `${initial.report?.ipvsOperations} IPVS operations; informers synced ${Math.round((second.startedAt ?? 0) - second.spawnedAt)} ms after the restart), ` +
+          `${killToSyncMs} ms after the kill; established connection: ${streamed.answers.length}/${streamed.sent} lines answered, longest gap ${gapMs} ms (${outageGapMs} ms between the kill and the first sync), ` +
+          `${answeredAfterSync} answered after the first sync, not reset; new connections: ${outage.length} during the outage (${outage.filter((probe) => !probe.ok).length} failed), ` +
+          `${afterSync.length} after the first sync (${afterSync.filter((probe) => !probe.ok).length} failed), ${probes.length} in all; ` +
+          `drift after the first and a full sync: ${JSON.stringify(periodic.drift)}; marks late by at most ${Math.max(killed.rttMs, synced.rttMs)} ms; case ${Math.round(performance.now() - started)} ms`,
+      );
+    } finally {
+      for (const running of background) await running.stop().catch(() => undefined);
+      first.kill();
+      await second?.stop();
+    }
+  }, 150_000);
 
   it('cleanup removes its IPVS services, VIPs, kube-dummy-if, ipsets and chains', async () => {
     const plugin = createProxyIpvsPlugin({ runner: kernel.runner });

@@ -1,22 +1,19 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { ServiceRegistry } from '@kube-router/controller';
-import type { PluginContext } from '@kube-router/controller';
-import { HealthRegistry } from '@kube-router/healthcheck';
-import { createKubeContext, KubeServices, loadKubeConfig } from '@kube-router/kube';
+import type { HealthRegistry } from '@kube-router/healthcheck';
 import type { KubeContext } from '@kube-router/kube';
-import { AgentMetrics } from '@kube-router/metrics';
+import type { AgentMetrics } from '@kube-router/metrics';
 import type { CommandRunner } from '@kube-router/netfilter';
 import { startApiServer } from '@kube-router/testkit';
 import type { ApiServer, KubeObjectInput } from '@kube-router/testkit';
 import type { BackgroundProcess, TestKernel } from '@kube-router/testkit/qemu';
 import type { ProxyController } from '../controller.js';
 import type { ProxyIpvsOptions } from '../options.js';
-import { createProxyIpvsPlugin } from '../plugin.js';
 import { captureLogs } from '@kube-router/testkit';
 import type { LogLine } from '@kube-router/testkit';
+import { assembleProxy, NODE_NAME } from './assembly.js';
 
-export const NODE_NAME = 'tipvs-node';
+export { NODE_NAME };
 /** The node's address on the link to the outside client: its InternalIP, where NodePorts answer. */
 export const NODE_IP = '192.168.77.1';
 export const EXTERNAL_CLIENT_IP = '192.168.77.2';
@@ -57,6 +54,8 @@ export class ProxyWorld {
     await this.kernel.writeFile('/tmp/tipvs/echo.mjs', script('echo.mjs'));
     await this.kernel.writeFile('/tmp/tipvs/probe.mjs', script('probe.mjs'));
     await this.kernel.writeFile('/tmp/tipvs/probe-udp.mjs', script('probe-udp.mjs'));
+    await this.kernel.writeFile('/tmp/tipvs/stream.mjs', script('stream.mjs'));
+    await this.kernel.writeFile('/tmp/tipvs/prober.mjs', script('prober.mjs'));
     await this.sh(`set -e
       ip link set lo up
       sysctl -qw net.ipv4.ip_forward=1
@@ -107,6 +106,26 @@ export class ProxyWorld {
     return this.kernel.spawn({ command: 'node', args: ['/tmp/tipvs/probe.mjs', ip, String(port), String(count), String(holdMs)], netns: fromNetns });
   }
 
+  /** One long-lived connection exchanging a line every `intervalMs` (stream.mjs; parse its output with parseStream). */
+  stream(fromNetns: string, ip: string, port: number, intervalMs: number): Promise<BackgroundProcess> {
+    return this.kernel.spawn({ command: 'node', args: ['/tmp/tipvs/stream.mjs', ip, String(port), String(intervalMs)], netns: fromNetns });
+  }
+
+  /** A new connection every `intervalMs` (prober.mjs; parse its output with parseProbes). */
+  prober(fromNetns: string, ip: string, port: number, intervalMs: number, timeoutMs: number): Promise<BackgroundProcess> {
+    return this.kernel.spawn({ command: 'node', args: ['/tmp/tipvs/prober.mjs', ip, String(port), String(intervalMs), String(timeoutMs)], netns: fromNetns });
+  }
+
+  /**
+   * The kernel's uptime in ms, the clock stream.mjs and prober.mjs stamp their lines with: read after an event of the
+   * test process, it marks that event on their timeline, late by at most `rttMs`.
+   */
+  async uptime(): Promise<{ ms: number; rttMs: number }> {
+    const asked = performance.now();
+    const { stdout } = await this.kernel.sh('cat /proc/uptime');
+    return { ms: Math.round(Number(stdout.split(' ')[0]) * 1000), rttMs: Math.round(performance.now() - asked) };
+  }
+
   async tearDown(): Promise<void> {
     for (const server of this.#servers.splice(0)) await server.stop().catch(() => undefined);
     const namespaces = ['tipvs-ext', ...this.pods.map((pod) => pod.netns)];
@@ -132,14 +151,7 @@ export async function startProxy(runner: CommandRunner, options: ProxyIpvsOption
   for (const object of seed) server.create(object);
   const kubeconfig = await server.writeKubeconfig();
   const { logger, lines: logs } = captureLogs((process.env.TIPVS_LOG as 'debug' | 'info' | undefined) ?? 'warn', { echo: process.env.TIPVS_LOG !== undefined });
-  const metrics = new AgentMetrics({ collectDefaultMetrics: false });
-  const health = new HealthRegistry({ defaultGraceMs: 60_000 });
-  const kube = createKubeContext({ kubeConfig: loadKubeConfig({ kubeconfig, env: {} }), nodeName: NODE_NAME, logger, metrics });
-  const services = new ServiceRegistry();
-  services.provide(KubeServices, kube);
-  const ctx: PluginContext = { nodeName: NODE_NAME, logger, metrics, health, services };
-  const plugin = createProxyIpvsPlugin({ runner });
-  const controller = (await plugin.create(ctx, plugin.options.parse({ enableIpv6: true, ...options }))) as ProxyController;
+  const { kube, controller, metrics, health } = await assembleProxy({ kubeconfig, runner, options, logger });
   await controller.start({ requestSync: () => undefined, signal: new AbortController().signal });
   await kube.informers.start({ cacheSyncTimeoutMs: 10_000 });
   return {
