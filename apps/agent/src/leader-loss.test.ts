@@ -58,7 +58,6 @@ interface ServiceStatus {
 }
 const ingressOf = (service: ServiceStatus | undefined) => (service?.status?.loadBalancer?.ingress ?? []).map((i) => i.ip ?? '');
 
-/** Alive means running or sleeping; a zombie waiting for its parent is already dead. */
 /** The process and every process below it, from /proc. */
 async function processTree(root: number): Promise<number[]> {
   const children = new Map<number, number[]>();

@@ -2,7 +2,7 @@
 import { randomInt } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hasTool } from '@kube-router/testkit';
-import { growth, Soak } from './testing/soak.js';
+import { growth, heapGrowth, Soak, type MemorySample } from './testing/soak.js';
 
 const isRoot = process.getuid?.() === 0;
 
@@ -12,6 +12,16 @@ describe('growth', () => {
     expect(growth([10, 20, 30, 40, 50, 60])).toBe(40);
     expect(growth([30, 10, 20, 40, 60, 50])).toBe(40);
     expect(growth([10, 10])).toBe(0);
+  });
+
+  it('tells the heap’s growth only when each third saw a major collection, the only time the heap drops to what it keeps', () => {
+    const samples = (heaps: number[], majorGcs: number[]): MemorySample[] =>
+      heaps.map((heapBytes, index) => ({ at: index, heapBytes, rssBytes: 0, fds: 0, startTime: 1, majorGcs: majorGcs[index]! }));
+    const climbing = [50, 60, 70, 80, 90, 100];
+    expect(heapGrowth(samples(climbing, [0, 1, 1, 1, 1, 2]))).toBe(40);
+    // No major collection in the last third: its floor is only where the heap has climbed to so far.
+    expect(heapGrowth(samples(climbing, [0, 1, 1, 1, 1, 1]))).toBeUndefined();
+    expect(heapGrowth(samples([50, 60, 70], [0, 1, 2]))).toBeUndefined();
   });
 });
 

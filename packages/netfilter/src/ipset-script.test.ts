@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { Ipset } from './ipset.js';
+import { RecordingRunner } from './recording-runner.js';
 import { IpsetScript, ipsetNetElements } from './ipset-script.js';
 import { parseIpsetNames, parseIpsetSave } from './ipset-save.js';
 
@@ -124,5 +126,32 @@ describe('parseIpsetSave', () => {
 
   it('reads ipset list -n', () => {
     expect(parseIpsetNames('krt-a\nkrt-b\n\n')).toEqual(['krt-a', 'krt-b']);
+  });
+});
+
+describe('Ipset.saveOwn', () => {
+  it('lists again when one of its sets is destroyed between the listing and the save, and gives up after three', async () => {
+    let names = 'krt-a\nkrt-b\nforeign\n';
+    const runner = new RecordingRunner()
+      .on('ipset list -n', () => ({ stdout: names }))
+      .once('ipset restore', () => {
+        names = 'krt-a\nforeign\n';
+        return { exitCode: 1, stderr: 'ipset v7.17: Error in line 2: The set with the given name does not exist' };
+      })
+      .on('ipset restore', (spec) => ({ stdout: spec.input === 'save krt-a\n' ? 'create krt-a hash:ip family inet\nadd krt-a 10.0.0.1\n' : '' }));
+    const { sets, names: listed } = await new Ipset({ runner }).saveOwn((name) => name.startsWith('krt-'));
+    expect(sets.map((set) => [set.name, [...set.members]])).toEqual([['krt-a', ['10.0.0.1']]]);
+    expect(listed).toEqual(['krt-a', 'foreign']);
+
+    const gone = new RecordingRunner()
+      .on('ipset list -n', { stdout: 'krt-a\n' })
+      .on('ipset restore', { exitCode: 1, stderr: 'ipset v7.17: Error in line 1: The set with the given name does not exist' });
+    await expect(new Ipset({ runner: gone }).saveOwn(() => true)).rejects.toThrow(/does not exist/);
+    expect(gone.lines().filter((line) => line === 'ipset list -n')).toHaveLength(3);
+
+    // Any other failure is not retried.
+    const refused = new RecordingRunner().on('ipset list -n', { stdout: 'krt-a\n' }).on('ipset restore', { exitCode: 1, stderr: 'ipset v7.17: Kernel error received: Operation not permitted' });
+    await expect(new Ipset({ runner: refused }).saveOwn(() => true)).rejects.toThrow(/not permitted/);
+    expect(refused.lines().filter((line) => line === 'ipset list -n')).toHaveLength(1);
   });
 });

@@ -17,6 +17,9 @@ export interface IpsetOptions {
   readonly command?: string;
 }
 
+/** How many listings saveOwn takes when a set it lists is gone by the time it saves it. */
+const SAVE_OWN_ATTEMPTS = 3;
+
 /** The ipset tool, optionally inside a network namespace, serialised by the process-wide ipset mutex. */
 export class Ipset {
   readonly netns: string | undefined;
@@ -63,11 +66,19 @@ export class Ipset {
    */
   async saveOwn(own: (name: string) => boolean): Promise<{ sets: SavedIpset[]; names: string[] }> {
     return this.#lock.runExclusive(async () => {
-      const names = parseIpsetNames((await this.#runUnlocked(['list', '-n'])).stdout);
-      const wanted = names.filter(own);
-      if (wanted.length === 0) return { sets: [], names };
-      const saved = await this.#runUnlocked(['restore'], wanted.map((name) => `save ${name}\n`).join(''));
-      return { sets: parseIpsetSave(saved.stdout), names };
+      // Another process may destroy one of them between the listing and the save (a person, an old agent beside
+      // this one): the listing is taken again, a few times, as a save of every set would simply not have shown it.
+      for (let attempt = 1; ; attempt++) {
+        const names = parseIpsetNames((await this.#runUnlocked(['list', '-n'])).stdout);
+        const wanted = names.filter(own);
+        if (wanted.length === 0) return { sets: [], names };
+        try {
+          const saved = await this.#runUnlocked(['restore'], wanted.map((name) => `save ${name}\n`).join(''));
+          return { sets: parseIpsetSave(saved.stdout), names };
+        } catch (error) {
+          if (attempt >= SAVE_OWN_ATTEMPTS || !(error instanceof CommandError) || !/does not exist/.test(error.stderr)) throw error;
+        }
+      }
     });
   }
 

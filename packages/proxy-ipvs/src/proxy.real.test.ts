@@ -332,9 +332,11 @@ describe.skipIf(unavailable !== undefined)(`proxy on a real IPVS kernel${unavail
       const before = await owned();
       expect(before.ipvs.some((line) => line.includes(lateIp))).toBe(false);
 
+      // Each kept as soon as it runs, so that a failure starting the next one still stops it.
       const stream = await world.stream(client.netns, '10.96.0.10', 80, 100);
+      background.push(stream);
       const prober = await world.prober(client.netns, '10.96.0.10', 80, 100, 3_000);
-      background.push(stream, prober);
+      background.push(prober);
       await waitFor('the long-lived connection and the prober to get answers', async () =>
         parseStream((await stream.output()).stdout).answers.length >= 3 && parseProbes((await prober.output()).stdout).some((probe) => probe.ok),
       );

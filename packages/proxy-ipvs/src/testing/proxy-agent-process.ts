@@ -107,6 +107,8 @@ export class ProxyAgentProcess {
   }
 
   #run(id: number, spec: CommandSpec): void {
+    // Commands still in the channel when the process was killed: a killed agent starts no more.
+    if (this.killed !== undefined) return;
     this.commands++;
     this.#runner.run(spec).then(
       (result) => this.#send({ type: 'ran', id, result }),
