@@ -75,6 +75,20 @@ describe('GobgpdSupervisor', () => {
     expect(supervisor.notRunningReason()).toBeUndefined();
   });
 
+  it('takes a gobgpd started again after a crash as ready only once it has stayed up 3 s', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'tbgp-sup-'));
+    const { logger } = captureLogs();
+    const marker = join(dir, 'crashed-once');
+    // Exits with 3 the first time, then runs: a crash followed by a gobgpd that stays.
+    const binary = await fakeGobgpd(dir, `if [ ! -e ${marker} ]; then touch ${marker}; exit 3; fi\nexec sleep 30`);
+    const spawns: number[] = [];
+    supervisor = new GobgpdSupervisor({ binary, apiHosts: [`unix://${dir}/api.sock`], logger, initialRestartDelayMs: 50, onSpawn: (pid) => spawns.push(pid) });
+    await supervisor.start();
+    await until('the second spawn', () => spawns.length >= 2);
+    expect(supervisor.notRunningReason()).toMatch(/^gobgpd exited with code 3; restarted \d+ ms ago, ready once it has run 3000 ms \(1 restarts so far\)$/);
+    expect(supervisor.notRunningReason(Date.now() + 3_000)).toBeUndefined();
+  });
+
   it('reports nothing while gobgpd runs', async () => {
     dir = await mkdtemp(join(tmpdir(), 'tbgp-sup-'));
     const { logger } = captureLogs();

@@ -27,6 +27,9 @@ export interface GobgpdSupervisorOptions {
  * Runs gobgpd as a child of the agent and keeps it running: a crash is followed by a restart after a delay that
  * doubles up to a bound, its log lines go to the agent's logger, and stop() ends it with its whole process group.
  */
+/** How long a gobgpd started again after a crash must run before readiness takes it as serving. */
+const READY_AFTER_RESTART_MS = 3_000;
+
 export class GobgpdSupervisor {
   readonly #options: GobgpdSupervisorOptions;
   readonly #logger: Logger;
@@ -38,6 +41,8 @@ export class GobgpdSupervisor {
   /** How the last gobgpd ended, and when the next one starts: what readiness says while none runs. */
   #lastExit: { code: number | null; signal: NodeJS.Signals | null; restartAt: number } | undefined;
   #exited: Promise<void> = Promise.resolve();
+  /** When the running gobgpd was spawned. */
+  #startedAt = 0;
   readonly #killOnExit = () => this.#killGroup('SIGKILL');
 
   constructor(options: GobgpdSupervisorOptions) {
@@ -56,11 +61,17 @@ export class GobgpdSupervisor {
    * controller is not ready while it crash-loops; its syncs fail and count meanwhile.
    */
   notRunningReason(now: number = Date.now()): string | undefined {
-    if (this.#stopping || this.#child?.pid !== undefined) return undefined;
+    if (this.#stopping) return undefined;
     const exit = this.#lastExit;
-    if (exit === undefined) return 'gobgpd has not started';
+    const running = this.#child?.pid !== undefined;
+    if (exit === undefined) return running ? undefined : 'gobgpd has not started';
     const how = exit.signal ? `killed by ${exit.signal}` : `exited with code ${exit.code}`;
-    return `gobgpd ${how}; restarting in ${Math.max(0, exit.restartAt - now)} ms (${this.#restarts} restarts so far)`;
+    if (!running) return `gobgpd ${how}; restarting in ${Math.max(0, exit.restartAt - now)} ms (${this.#restarts} restarts so far)`;
+    // A gobgpd started again after a crash is ready once it has stayed up a moment: one that exits at once would
+    // otherwise read ready for the instant between its start and its exit, on every turn of its crash loop.
+    const up = now - this.#startedAt;
+    if (up >= READY_AFTER_RESTART_MS) return undefined;
+    return `gobgpd ${how}; restarted ${up} ms ago, ready once it has run ${READY_AFTER_RESTART_MS} ms (${this.#restarts} restarts so far)`;
   }
 
   /** How many times gobgpd was restarted after it died. */
@@ -95,6 +106,7 @@ export class GobgpdSupervisor {
     const [file, argv] = netns ? ['ip', ['netns', 'exec', netns, binary, ...args]] : [binary, args];
     removeStaleSockets(apiHosts);
     const started = Date.now();
+    this.#startedAt = started;
     // Its own process group: stop() and the exit handler end gobgpd with whatever it started.
     const child = spawn(file, argv, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     this.#child = child;
