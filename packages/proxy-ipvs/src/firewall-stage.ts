@@ -30,8 +30,8 @@ const isFamily = (family: IpFamily) => (address: string) => address.includes(':'
 /**
  * The ipsets (local IPs, service IPs, service IP:ports) and the iptables chains (service firewall, masquerade) of each
  * family. A triggered sync re-applies a family's sets or chains only when their content changed since they last
- * applied. A full sync reads them back first (one `ipset save`, one `iptables-save` per table and family), rewrites
- * them all as before, and reports what it found changed since this process wrote it (FirewallRecord).
+ * applied. A full sync reads them back first (its own sets saved by name, one `iptables-save` per table and family),
+ * rewrites them all as before, and reports what it found changed since this process wrote it (FirewallRecord).
  */
 export class FirewallStage {
   readonly #dataplane: Dataplane;
