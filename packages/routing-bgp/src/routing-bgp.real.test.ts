@@ -242,7 +242,7 @@ describe.skipIf(skipReason)(`routing-bgp with real gobgpd in network namespaces$
     const plain = ['-m', 'set', '--match-set', 'kube-router-pod-subnets', 'src', '-m', 'set', '!', '--match-set', 'kube-router-pod-subnets', 'dst'];
     await sh('iptables', ['-t', 'nat', '-A', 'POSTROUTING', ...plain, '-m', 'set', '!', '--match-set', 'kube-router-node-ips', 'dst', '-j', 'MASQUERADE'], n1.netns);
     await sh('iptables', ['-t', 'nat', '-A', 'POSTROUTING', ...plain, '-j', 'MASQUERADE'], n1.netns);
-    expect(await masquerades()).toHaveLength(3);
+    // No count of three here: a sync may already have removed them (a loaded run saw two). Each append above succeeded or threw.
     await waitFor('the plain and the old rules removed', async () => (await masquerades()).length === 1, 15_000);
     expect(await masquerades()).toEqual([expect.stringMatching(/--random-fully$/)]);
     const members = await sh('ipset', ['list', 'kube-router-pod-subnets'], n1.netns);
