@@ -37,7 +37,7 @@ const BASE_IMAGE = 'localhost/kube-router-ts/agent-base';
 const LABEL = 'org.opencontainers.image.title=kube-router-ts agent';
 const SUITE = 'bookworm';
 // The executables the plugins run (deploy.test.ts checks this against their `tools` and against deploy/Dockerfile).
-const RUNTIME_PACKAGES = ['iptables', 'ipset', 'nftables', 'iproute2', 'ipvsadm', 'conntrack', 'procps', 'kmod', 'gobgpd', 'ca-certificates'];
+const RUNTIME_PACKAGES = ['iptables', 'ipset', 'nftables', 'iproute2', 'ipvsadm', 'conntrack', 'procps', 'kmod', 'tcpdump', 'gobgpd', 'ca-certificates'];
 // The root package.json's engines want node >=20.19; bookworm's nodejs is 18. The binary needs libstdc++ besides
 // the essential libc (node:20-bookworm-slim, the Dockerfile's base, has it).
 const NODE_PACKAGES = ['libstdc++6'];

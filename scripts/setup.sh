@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(iptables ipset nftables iproute2 conntrack prometheus ca-certificates openssl
+packages=(iptables ipset nftables iproute2 conntrack tcpdump prometheus ca-certificates openssl
   gobgpd golang-github-osrg-gobgp-dev bird2 frr containernetworking-plugins
   qemu-system-x86 busybox-static ipvsadm cpio kmod
   mmdebstrap podman buildah runc)

@@ -1,6 +1,7 @@
 import { pino, type Logger } from 'pino';
 import {
   messageOf,
+  servicePathExplainerKey,
   ServiceRegistry,
   SyncScheduler,
   type Controller,
@@ -10,6 +11,7 @@ import {
 } from '@kube-router/controller';
 import { HealthRegistry, type ReadinessCheck } from '@kube-router/healthcheck';
 import { AgentMetrics } from '@kube-router/metrics';
+import { netpolExplainServiceKey } from '@kube-router/netpol';
 import { AssemblyError, planAssembly, type PluginEntry } from './assembly.js';
 import { resolveAgentOptions, type AgentOptions, type ResolvedAgentOptions } from './options.js';
 import { startServers, type RunningServers } from './servers.js';
@@ -160,6 +162,12 @@ class AssembledAgent implements Agent {
         healthRegistry: this.health,
         agentMetrics: this.metrics,
         logger: this.logger,
+        explain: this.options.metrics && this.options.metrics.explain && this.services.has(netpolExplainServiceKey)
+          ? {
+              netpol: this.services.get(netpolExplainServiceKey),
+              ...(this.services.has(servicePathExplainerKey) && { services: this.services.get(servicePathExplainerKey) }),
+            }
+          : undefined,
       });
       for (const [index, controller] of this.controllers.entries()) {
         const scheduler = this.#schedulers[index] as SyncScheduler;

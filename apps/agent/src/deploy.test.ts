@@ -23,19 +23,20 @@ describe('deploy/ Prometheus rules', () => {
     expect(crd?.spec.groups).toEqual(plain.groups);
   });
 
-  it('alerts on both sync metrics', () => {
+  it('alerts on both sync metrics, and on netpol rejects rising for a namespace', () => {
     const plain = parse(read('deploy/prometheus/rules.yaml')) as { groups: Array<{ rules: Array<{ alert: string; expr: string }> }> };
     const rules = plain.groups.flatMap((group) => group.rules);
-    expect(rules.map((rule) => rule.alert)).toEqual(['KubeRouterControllerSyncStale', 'KubeRouterControllerSyncFailing']);
+    expect(rules.map((rule) => rule.alert)).toEqual(['KubeRouterControllerSyncStale', 'KubeRouterControllerSyncFailing', 'KubeRouterNetpolRejectsRising']);
     expect(rules[0]?.expr).toContain('kube_router_controller_sync_last_success');
     expect(rules[1]?.expr).toContain('kube_router_controller_sync_failures_total');
+    expect(rules[2]?.expr).toContain('kube_router_netpol_rejected_packets_total');
   });
 
   describe.skipIf(!hasTool('promtool'))('with promtool (skipped when missing: apt-get install prometheus)', () => {
     it('promtool check rules accepts the rules', async () => {
       const result = await run('promtool', ['check', 'rules', 'deploy/prometheus/rules.yaml'], { cwd: repo });
       expect(result.code, result.stdout + result.stderr).toBe(0);
-      expect(result.stdout).toContain('SUCCESS: 2 rules found');
+      expect(result.stdout).toContain('SUCCESS: 3 rules found');
     });
 
     it('promtool test rules passes: firing and quiet cases of each alert', async () => {
@@ -163,7 +164,9 @@ describe('deploy/build-image.mjs', () => {
 
 /** Every executable the plugins of an all-features build (IPv6 and the allocator too) name in `tools`. */
 function pluginTools(): Set<string> {
-  const every = parseFlags(['--run-firewall', '--run-router', '--run-service-proxy', '--run-loadbalancer', '--enable-ipv6'], { NODE_NAME: 'node' });
+  const every = parseFlags(['--run-firewall', '--run-router', '--run-service-proxy', '--run-loadbalancer', '--enable-ipv6', '--netpol-drop-log'], {
+    NODE_NAME: 'node',
+  });
   if (!every.ok) throw new Error(every.stderr);
   const plugins = pluginsForConfig(every.config, defaultCatalog);
   const tools = new Set(plugins.flatMap(({ plugin, options }) => [...(plugin.tools?.(plugin.options.parse(options ?? {})) ?? [])]));
@@ -182,6 +185,7 @@ function debianPackageOf(tool: string): string | undefined {
     nft: 'nftables',
     sysctl: 'procps',
     modprobe: 'kmod',
+    tcpdump: 'tcpdump',
   };
   return /^ip6?tables/.test(tool) ? 'iptables' : packageOf[tool];
 }

@@ -66,6 +66,9 @@ export function validateFlags(values: FlagValues): string[] {
       problems.push(`--${name} must be an IP address, or empty for every address, got ${JSON.stringify(address)}`);
     }
   }
+  if (values['enable-explain'] && values['metrics-port'] === 0) {
+    problems.push('--enable-explain serves /explain on the metrics server: set --metrics-port too');
+  }
   const metricsPath = values['metrics-path'];
   if (!isPlainPath(metricsPath)) {
     problems.push(`--metrics-path must be a URL path such as /metrics (no query, fragment or spaces), got ${JSON.stringify(metricsPath)}`);
@@ -78,6 +81,7 @@ export function validateFlags(values: FlagValues): string[] {
       problems.push(`--metrics-path ${metricsPath} collides with the health endpoints on the shared port ${values['health-port']}`);
     }
   }
+  if (values['enable-explain'] && metricsPath === '/explain') problems.push('--metrics-path /explain collides with --enable-explain');
 
   const nodePortProblem = nodePortRangeProblem(values['service-node-port-range']);
   if (nodePortProblem) problems.push(`--service-node-port-range ${JSON.stringify(values['service-node-port-range'])}: ${nodePortProblem}`);
@@ -95,6 +99,10 @@ export function validateFlags(values: FlagValues): string[] {
   }
   if (!['ipip', 'fou'].includes(values['overlay-encap'])) {
     problems.push(`--overlay-encap must be ipip or fou, got ${JSON.stringify(values['overlay-encap'])}`);
+  }
+  // Events are of the drops the log reads: alone, the flag would silently do nothing.
+  if (values['netpol-drop-log-events'] && !values['netpol-drop-log']) {
+    problems.push('--netpol-drop-log-events needs --netpol-drop-log');
   }
   problems.push(
     ...peerRoutersOfFlags({

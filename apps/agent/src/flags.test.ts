@@ -55,7 +55,7 @@ describe('the flag table', () => {
     }
     const kubeRouterNames = new Set(KUBE_ROUTER_OPTIONS.map(([name]) => name));
     const extra = Object.keys(definitions).filter((name) => !kubeRouterNames.has(name));
-    expect(extra.sort()).toEqual(['health-grace', 'health-window', 'log-format']);
+    expect(extra.sort()).toEqual(['enable-explain', 'health-grace', 'health-window', 'log-format', 'netpol-drop-log', 'netpol-drop-log-events']);
     for (const name of extra) expect(definitions[name]!.agentOnly).toBe(true);
   });
 
@@ -159,13 +159,13 @@ describe('parseFlags: values', () => {
   it("defaults the servers to kube-router's: every address (\"\"), health on 20244, metrics off", () => {
     const c = config([]);
     expect(c.health).toEqual({ addr: '', port: 20244, graceMs: 30_000, windowsMs: {} });
-    expect(c.metrics).toEqual({ addr: '', port: 0, path: '/metrics' });
+    expect(c.metrics).toEqual({ addr: '', port: 0, path: '/metrics', explain: false });
   });
 
   it("uses kube-router's defaults for every group", () => {
     const c = config([], { NODE_NAME: 'node-1' });
     expect(c.features).toEqual({ firewall: true, 'service-proxy': true, router: true, loadbalancer: false });
-    expect(c.firewall).toEqual({ syncPeriodMs: 300_000, defaultDeny: false, useNftables: false });
+    expect(c.firewall).toEqual({ syncPeriodMs: 300_000, defaultDeny: false, dropLog: false, dropLogEvents: false, useNftables: false });
     expect(c.services).toEqual({ clusterIpRanges: ['10.96.0.0/12'], externalIpRanges: [], nodePortRange: '30000-32767' });
     expect(c.loadbalancer).toEqual({ syncPeriodMs: 60_000, ipRanges: [], defaultClass: true });
     expect(c.proxy).toMatchObject({ syncPeriodMs: 300_000, gracefulPeriodMs: 30_000, permitAll: true, strictExternalIpValidation: true });
@@ -202,7 +202,7 @@ describe('parseFlags: values', () => {
       '--log-format=text',
     ]);
     expect(c.health).toEqual({ addr: '127.0.0.1', port: 0, graceMs: 10_000, windowsMs: { netpol: 600_000, 'route-sync': 60_000 } });
-    expect(c.metrics).toEqual({ addr: '::', port: 8080, path: '/prom' });
+    expect(c.metrics).toEqual({ addr: '::', port: 8080, path: '/prom', explain: false });
     expect(c).toMatchObject({ kubeconfig: '/var/lib/kube-router/kubeconfig', master: 'https://10.0.0.1:6443', cacheSyncTimeoutMs: 10_000 });
     expect(c.logging.format).toBe('text');
   });
@@ -233,6 +233,8 @@ describe('parseFlags: values', () => {
     [['--metrics-addr=10.0.0.256'], '--metrics-addr must be an IP address'],
     [['--metrics-port=20244', '--metrics-addr=127.0.0.1'], '--metrics-port and --health-port are both 20244: then --metrics-addr must equal --health-addr'],
     [['--metrics-port=20244', '--metrics-path=/healthz'], '--metrics-path /healthz collides with the health endpoints'],
+    [['--enable-explain'], '--enable-explain serves /explain on the metrics server: set --metrics-port too'],
+    [['--enable-explain', '--metrics-port=20245', '--metrics-path=/explain'], '--metrics-path /explain collides with --enable-explain'],
     [['--service-node-port-range=30000'], '--service-node-port-range "30000": expected a port range such as 30000-32767'],
     [['--service-node-port-range=32767-30000'], 'the first port must be lower than the second'],
     [['--service-node-port-range=30000-70000'], 'ports must be at most 65535'],

@@ -11,6 +11,8 @@ export interface ListenAddress {
 
 export interface MetricsListenAddress extends ListenAddress {
   path: string;
+  /** Serve GET /explain (--enable-explain): the netpol verdict on a flow, when netpol is in the assembly. */
+  explain?: boolean;
 }
 
 export interface AgentOptions {
@@ -64,6 +66,7 @@ export function resolveAgentOptions(options: AgentOptions): { resolved: Resolved
           addr: options.metrics.addr ?? '',
           port: options.metrics.port,
           path: options.metrics.path ?? DEFAULT_METRICS_PATH,
+          explain: options.metrics.explain ?? false,
         };
   if (typeof options.nodeName !== 'string' || options.nodeName === '') problems.push('nodeName must be set');
   for (const [what, server] of [['health', health], ['metrics', metrics]] as const) {

@@ -7,6 +7,8 @@ import { AssemblyError } from './assembly.js';
 import { registerBuildInfo } from './build-info.js';
 import { defaultCatalog, MissingFeatureError, pluginsForConfig, type PluginCatalog } from './catalog.js';
 import { cleanupAll } from './cleanup.js';
+import { runDiff } from './diff-command.js';
+import { runExplain } from './explain-command.js';
 import type { AgentConfig } from './config.js';
 import { unsupportedSettings } from './feature-support.js';
 import { parseFlags } from './parse-flags.js';
@@ -52,6 +54,8 @@ export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
  * --cleanup-config it runs every plugin's cleanup instead and exits. Resolves with the process exit code.
  */
 export async function runCli(argv: readonly string[], deps: CliDependencies = {}): Promise<number> {
+  if (argv[0] === 'diff') return runDiff(argv.slice(1), deps);
+  if (argv[0] === 'explain') return runExplain(argv.slice(1), deps);
   const stdout = deps.stdout ?? ((text: string) => void process.stdout.write(text));
   const stderr = deps.stderr ?? ((text: string) => void process.stderr.write(text));
   const flags = parseFlags(argv, deps.env ?? process.env);

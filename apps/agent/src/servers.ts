@@ -3,6 +3,9 @@ import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { healthRoutes, type HealthRegistry } from '@kube-router/healthcheck';
 import { metricsRoutes, type AgentMetrics } from '@kube-router/metrics';
+import { isIP } from 'node:net';
+import { messageOf, type ServicePathExplainer } from '@kube-router/controller';
+import type { NetpolExplainService } from '@kube-router/netpol';
 import { sharesServer, type ListenAddress, type MetricsListenAddress } from './options.js';
 
 export interface ServersSpec {
@@ -11,6 +14,11 @@ export interface ServersSpec {
   healthRegistry: HealthRegistry;
   agentMetrics: AgentMetrics;
   logger: Logger;
+  /**
+   * Served as GET /explain on the metrics server (--enable-explain with netpol in the assembly); absent: no route.
+   * `services`, when a proxy in the assembly provides it, adds the Service path of a flow to a Service address.
+   */
+  explain?: { readonly netpol: NetpolExplainService; readonly services?: ServicePathExplainer | undefined } | undefined;
 }
 
 export interface RunningServers {
@@ -37,6 +45,7 @@ export async function startServers(spec: ServersSpec): Promise<RunningServers> {
     const metricsApp = metrics ? (shared ? healthApp : createServer(spec.logger)) : undefined;
     if (metricsApp && metrics) {
       await metricsApp.register(metricsRoutes, { registry: spec.agentMetrics.registry, path: metrics.path });
+      if (spec.explain) registerExplainRoute(metricsApp, spec.explain);
     }
     if (healthApp && health) {
       healthUrl = await listen(healthApp, health);
@@ -56,6 +65,46 @@ export async function startServers(spec: ServersSpec): Promise<RunningServers> {
     await close();
     throw error;
   }
+}
+
+interface ExplainQuery {
+  from?: string;
+  to?: string;
+  port?: string;
+  protocol?: string;
+}
+
+/**
+ * GET /explain?from=<ns/pod|ip>&to=<ns/pod|ip>&port=<n>&protocol=<TCP|UDP|SCTP>: this node's verdict on the flow as
+ * JSON (ExplainAnswer); 400 `{ error }` for a bad request, 503 before netpol's first applied sync. When `to` is the
+ * address of a Service this node's proxy serves, the answer also has `service` (ServicePath): its endpoints and where
+ * the client's connections went. Policies see the endpoint, not the Service address (the proxy translates first), so
+ * `kube-router explain` asks again for each endpoint.
+ */
+function registerExplainRoute(app: FastifyInstance, explain: NonNullable<ServersSpec['explain']>): void {
+  const service = explain.netpol;
+  app.get<{ Querystring: ExplainQuery }>('/explain', async (request, reply) => {
+    const query = request.query;
+    // A repeated parameter arrives as an array: one flow per request.
+    const single = (name: keyof ExplainQuery): string | undefined => {
+      const value: unknown = query[name];
+      return typeof value === 'string' ? value : undefined;
+    };
+    const repeated = (Object.keys(query) as (keyof ExplainQuery)[]).filter((name) => Array.isArray(query[name]));
+    if (repeated.length > 0) return reply.code(400).send({ error: `${repeated.join(', ')} given more than once` });
+    const result = service.explain({ from: single('from') ?? '', to: single('to') ?? '', port: single('port'), protocol: single('protocol') });
+    if (!result.ok) return reply.code(result.status).send({ error: result.error });
+    const { answer } = result;
+    const to = single('to') ?? '';
+    if (!explain.services || isIP(to) === 0) return reply.send(answer);
+    try {
+      const path = await explain.services.explainServiceFlow({ source: answer.from.ip, destination: to, port: answer.flow.port, protocol: answer.flow.protocol });
+      return reply.send(path ? { ...answer, service: path } : answer);
+    } catch (error) {
+      // The policy verdict stands; only the proxy's side (its connection table) could not be read.
+      return reply.send({ ...answer, serviceError: messageOf(error) });
+    }
+  });
 }
 
 function createServer(logger: Logger): FastifyInstance {

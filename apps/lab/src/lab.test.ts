@@ -18,6 +18,8 @@ async function get(url: string): Promise<{ status: number; body: string }> {
 }
 
 const run = promisify(execFile);
+/** The kube-router CLI, run from source as the lab runs its agents. */
+const AGENT_CLI = new URL('../../agent/src/cli.ts', import.meta.url).pathname;
 
 async function eventually(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -101,8 +103,15 @@ describe.skipIf(!isRoot).each([
   }, 180_000);
 
   afterAll(async () => {
-    if (child.exitCode === null) child.kill('SIGKILL');
-  });
+    if (child.exitCode !== null) return;
+    // The lab removes its namespaces and processes on SIGINT; a run filtered to a few tests (-t) never reaches the
+    // test that stops it, and a SIGKILL at once would leave them all behind.
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGINT');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 45_000);
+    await exited;
+    clearTimeout(timer);
+  }, 60_000);
 
   it('keeps stdout for the lines a person needs, ending with what to do next; the agents log readable lines, node first, on stderr', async () => {
     await waitFor('the closing line', () => stdoutAll.some((line) => line.startsWith('lab ready: ')), 60_000);
@@ -271,6 +280,46 @@ spec: { type: LoadBalancer, ports: [{ port: 443, protocol: TCP }] }
     await kubectl('delete', 'networkpolicy', 'web-from-client', '-n', 'demo');
     await eventually('the intruder to reach web again', () => reach('intruder'), 30_000);
   }, 80_000);
+
+  it('kube-router explain, asking both agents, gives the verdict the real connection gets, and names the rule', async () => {
+    const items = await pods();
+    const pod = (name: string) => items.find((p) => p.metadata.name === name)!;
+    const netnsOf = (name: string) => pod(name).metadata.annotations['lab.kube-router.io/netns']!;
+    const agents = metricsUrls.flatMap((url) => ['--agent', new URL(url).origin]);
+    // The CLI as an operator runs it, from the shell that started the lab; `from` a pod as namespace/name.
+    const explain = async (from: string) => {
+      const argv = ['--conditions=@kube-router/source', '--import', 'tsx', AGENT_CLI, 'explain', '--from', from, '--to', 'demo/web:80/tcp', ...agents, '-o', 'json'];
+      const done = await run(process.execPath, argv, { timeout: 30_000 }).then(
+        ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+        (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code, stdout: error.stdout ?? '', stderr: error.stderr }),
+      );
+      type Side = { verdict?: string; rule?: unknown; policies?: string[]; decidedBy?: { node: string } };
+      return { ...done, json: JSON.parse(done.stdout || 'null') as { verdict: string; egress: Side; ingress: Side } | null };
+    };
+    const webIP = pod('web').status.podIP;
+    await kubectlApply(WEB_FROM_CLIENT_POLICY);
+    try {
+      await eventually('the intruder to be cut off', async () => !(await canConnect(netnsOf('intruder'), webIP, 80)), 30_000);
+      // Both agents have applied the policy once the kernel drops the intruder on web's node; the other may lag a sync.
+      await eventually('both agents to explain the policy', async () => (await explain('other/intruder')).code === 1, 15_000);
+      // remote is on the other node: its egress is decided there, web's ingress on web's node.
+      const answers = new Map<string, Awaited<ReturnType<typeof explain>>>();
+      for (const from of ['demo/client', 'other/intruder', 'demo/remote']) {
+        const probe = await canConnect(netnsOf(from.split('/')[1]!), webIP, 80);
+        const answer = await explain(from);
+        answers.set(from, answer);
+        expect(answer.json?.verdict, `${from}: ${answer.stdout} ${answer.stderr ?? ''}`).toBe(probe ? 'allowed' : 'denied');
+        expect(answer.code).toBe(probe ? 0 : 1);
+        expect(answer.json?.ingress.decidedBy?.node).toBe(pod('web').spec.nodeName);
+        expect(answer.json?.ingress.policies).toEqual(['demo/web-from-client']);
+      }
+      expect(answers.get('demo/client')?.json?.ingress.rule).toEqual({ policy: 'demo/web-from-client', direction: 'ingress', index: 0 });
+      expect(answers.get('other/intruder')?.json?.ingress.rule).toBeUndefined();
+      expect(answers.get('demo/remote')?.json?.egress).toMatchObject({ verdict: 'not-isolated', decidedBy: { node: pod('remote').spec.nodeName } });
+    } finally {
+      await kubectl('delete', 'networkpolicy', 'web-from-client', '-n', 'demo');
+    }
+  }, 120_000);
 
   it(
     routerAvailable

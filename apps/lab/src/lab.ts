@@ -65,6 +65,8 @@ function agentFlags(extra: readonly string[]): string[] {
     '--enable-ipv6=true',
     '--health-port=20244',
     '--metrics-port=20245',
+    // kube-router explain asks the agents on their metrics servers.
+    '--enable-explain',
     `--log-format=${settings.logFormat}`,
     ...extra,
     ...userFlags,

@@ -25,3 +25,5 @@ export type { SyncFailure } from './sync-error.js';
 export { ServiceRegistry } from './services.js';
 export { routeSyncServiceKey } from './routes.js';
 export type { InjectedRoute, RouteSyncService } from './routes.js';
+export { servicePathExplainerKey } from './service-path.js';
+export type { ServiceConnectionPath, ServiceEndpointPath, ServiceFlow, ServicePath, ServicePathExplainer } from './service-path.js';

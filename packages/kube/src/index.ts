@@ -28,6 +28,7 @@ export type {
 } from './listers.js';
 export { RESOURCE_NAMES } from './resources.js';
 export type { ResourceName, ResourceTypes } from './resources.js';
+export { Backoff } from './backoff.js';
 export type { BackoffOptions } from './backoff.js';
 
 export {

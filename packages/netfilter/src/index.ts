@@ -57,11 +57,13 @@ export {
   ipvsRestoreLine,
   ipvsServiceId,
   ipvsServiceOptionsEqual,
+  parseIpvsConnectionTable,
   parseIpvsConnections,
   parseIpvsSave,
   parseIpvsStats,
 } from './ipvs-rules.js';
 export type {
+  IpvsConnectionEntry,
   IpvsDestination,
   IpvsDestinationConnections,
   IpvsForwarding,
@@ -71,3 +73,5 @@ export type {
   IpvsServiceStats,
   IpvsVirtualServer,
 } from './ipvs-rules.js';
+export { LINKTYPE_NFLOG, NflogDecodeError, PcapNflogDecoder, decodeIpPacket, decodeNflogRecord, startNflogReader } from './nflog.js';
+export type { NflogChunk, NflogPacket, NflogReader, NflogReaderEnd, NflogReaderOptions } from './nflog.js';

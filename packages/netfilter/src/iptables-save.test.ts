@@ -64,6 +64,20 @@ describe('parseIptablesSave', () => {
     ]);
   });
 
+  it('keeps the counters of rules saved with -c', () => {
+    const text = [
+      '*filter',
+      ':KUBE-POD-FW-A - [0:0]',
+      '[5:300] -A KUBE-POD-FW-A -m comment --comment "reject it" -j REJECT --reject-with icmp-port-unreachable',
+      '-A KUBE-POD-FW-A -j ACCEPT',
+      'COMMIT',
+    ].join('\n');
+    const [reject, accept] = parseIptablesSave(text)[0]?.chains[0]?.rules ?? [];
+    expect(reject).toMatchObject({ chain: 'KUBE-POD-FW-A', target: 'REJECT', comment: 'reject it', counters: { packets: 5, bytes: 300 } });
+    expect(accept?.counters).toBeUndefined();
+    expect(() => parseIptablesSave('*filter\n[5:3] what\nCOMMIT\n')).toThrow(/line 2: unexpected/);
+  });
+
   it('reads empty output as no tables', () => {
     expect(parseIptablesSave('')).toEqual([]);
   });

@@ -10,6 +10,8 @@ export interface SavedRule {
   readonly target: string | undefined;
   /** The `-m comment --comment` text, if any. */
   readonly comment: string | undefined;
+  /** The rule's packet and byte counters, when the output was saved with `-c` (`[packets:bytes] -A ...`). */
+  readonly counters?: { readonly packets: number; readonly bytes: number };
 }
 
 export interface SavedChain {
@@ -34,7 +36,10 @@ export interface OwnChains {
   readonly jumpsIn: readonly SavedRule[];
 }
 
-/** Parses iptables-save (or ip6tables-save) output of any backend. Comments and counters are ignored. */
+/**
+ * Parses iptables-save (or ip6tables-save) output of any backend. Comments are ignored; a rule's counters (`-c`) are
+ * kept in `counters`, chains' counters ignored.
+ */
 export function parseIptablesSave(text: string): SavedTable[] {
   const tables: SavedTable[] = [];
   let chains:
@@ -56,9 +61,13 @@ export function parseIptablesSave(text: string): SavedTable[] {
       if (!chains) throw new SyntaxError(`iptables-save line ${index + 1}: chain outside a table`);
       const [name = '', policy = '-'] = line.slice(1).split(' ');
       chains.set(name, { name, builtin: policy !== '-', policy: policy === '-' ? undefined : policy, rules: [] });
-    } else if (line.startsWith('-A ')) {
+    } else if (line.startsWith('-A ') || line.startsWith('[')) {
       if (!chains) throw new SyntaxError(`iptables-save line ${index + 1}: rule outside a table`);
-      const rule = parseRule(line);
+      const counted = COUNTED_RULE.exec(line);
+      if (line.startsWith('[') && !counted) throw new SyntaxError(`iptables-save line ${index + 1}: unexpected ${JSON.stringify(line)}`);
+      const rule = counted
+        ? { ...parseRule(counted[3] as string), counters: { packets: Number(counted[1]), bytes: Number(counted[2]) } }
+        : parseRule(line);
       let chain = chains.get(rule.chain);
       if (!chain) {
         chain = { name: rule.chain, builtin: false, policy: undefined, rules: [] };
@@ -72,6 +81,9 @@ export function parseIptablesSave(text: string): SavedTable[] {
   if (chains) throw new SyntaxError(`iptables-save: table ${tableName} has no COMMIT`);
   return tables;
 }
+
+/** `[packets:bytes] -A ...`, as `iptables-save -c` prints a rule. */
+const COUNTED_RULE = /^\[(\d+):(\d+)\] (-A .*)$/;
 
 function parseRule(line: string): SavedRule {
   const afterAppend = line.slice(3);

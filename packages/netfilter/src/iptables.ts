@@ -90,13 +90,13 @@ export class Iptables {
     }
   }
 
-  /** iptables-save output of one table. */
-  async save(table = 'filter'): Promise<string> {
-    return (await this.#run(this.binary('save'), ['-t', table])).stdout;
+  /** iptables-save output of one table; with `counters`, each rule's packet and byte counters too (`-c`). */
+  async save(table = 'filter', { counters = false } = {}): Promise<string> {
+    return (await this.#run(this.binary('save'), ['-t', table, ...(counters ? ['-c'] : [])])).stdout;
   }
 
-  async saveParsed(table = 'filter'): Promise<SavedTable> {
-    const parsed = parseIptablesSave(await this.save(table));
+  async saveParsed(table = 'filter', options: { counters?: boolean } = {}): Promise<SavedTable> {
+    const parsed = parseIptablesSave(await this.save(table, options));
     return parsed.find((candidate) => candidate.name === table) ?? { name: table, chains: [] };
   }
 

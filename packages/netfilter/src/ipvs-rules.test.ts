@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { canonicalIpvsAddress, ipvsRestoreLine, parseIpvsConnections, parseIpvsSave, parseIpvsStats } from './ipvs-rules.js';
+import { canonicalIpvsAddress, ipvsRestoreLine, parseIpvsConnectionTable, parseIpvsConnections, parseIpvsSave, parseIpvsStats } from './ipvs-rules.js';
 
 // Captured from ipvsadm v1.31 on Debian 12's cloud kernel (the QEMU guest tier).
 const SAVED = `-A -t 10.0.0.4:80 -s sh -p 300 -b sh-fallback,sh-port
@@ -91,6 +91,26 @@ SCTP 10.0.0.5:9                          0        0        0        0        0
     expect(parseIpvsStats(stats)).toEqual([
       { service: { protocol: 'tcp', address: '10.0.0.4', port: 80 }, connections: 12, packetsIn: 100, packetsOut: 90, bytesIn: 6000, bytesOut: 9000 },
       { service: { protocol: 'sctp', address: '10.0.0.5', port: 9 }, connections: 0, packetsIn: 0, packetsOut: 0, bytesIn: 0, bytesOut: 0 },
+    ]);
+  });
+});
+
+describe('parseIpvsConnectionTable', () => {
+  it('reads each connection with its client, virtual service and real server, persistence templates included', () => {
+    // The layout of ipvsadm 1.31 `-Lcn`; the guest test (proxy-ipvs) reads a real kernel's table through it.
+    const table = [
+      'IPVS connection entries',
+      'pro expire state       source             virtual            destination',
+      'TCP 01:58  TIME_WAIT   10.244.0.5:51234   10.96.0.10:80      10.244.0.3:8080',
+      'TCP 00:57  NONE        10.244.0.5:0       10.96.0.12:80      10.244.0.4:8080',
+      'UDP 04:59  UDP         [fd00:10:244::5]:40000 [fd00:10:96::a]:53 [fd00:10:244::3]:53',
+      'IP  05:59  NONE        10.244.0.5:0       0.0.0.1:0          10.244.0.3:0',
+      '',
+    ].join('\n');
+    expect(parseIpvsConnectionTable(table)).toEqual([
+      { protocol: 'tcp', expiresInSeconds: 118, state: 'TIME_WAIT', client: { address: '10.244.0.5', port: 51234 }, virtual: { address: '10.96.0.10', port: 80 }, destination: { address: '10.244.0.3', port: 8080 } },
+      { protocol: 'tcp', expiresInSeconds: 57, state: 'NONE', client: { address: '10.244.0.5', port: 0 }, virtual: { address: '10.96.0.12', port: 80 }, destination: { address: '10.244.0.4', port: 8080 } },
+      { protocol: 'udp', expiresInSeconds: 299, state: 'UDP', client: { address: 'fd00:10:244::5', port: 40000 }, virtual: { address: 'fd00:10:96::a', port: 53 }, destination: { address: 'fd00:10:244::3', port: 53 } },
     ]);
   });
 });

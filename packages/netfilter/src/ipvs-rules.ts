@@ -47,6 +47,22 @@ export interface IpvsDestinationConnections {
   readonly inactiveConnections: number;
 }
 
+/**
+ * One entry of IPVS's connection table (`ipvsadm -Lcn`): which real server a client's connection to a virtual service
+ * went to. Persistence templates (ClientIP affinity) are entries too, with the client's port 0 (state `NONE`, or
+ * `ASSURED` on recent kernels).
+ */
+export interface IpvsConnectionEntry {
+  readonly protocol: IpvsProtocol;
+  /** The state IPVS tracks (`ESTABLISHED`, `TIME_WAIT`, `UDP`, `NONE` or `ASSURED` for a persistence template, ...). */
+  readonly state: string;
+  /** Seconds until the entry expires. */
+  readonly expiresInSeconds: number;
+  readonly client: { readonly address: string; readonly port: number };
+  readonly virtual: { readonly address: string; readonly port: number };
+  readonly destination: { readonly address: string; readonly port: number };
+}
+
 /** Traffic counters of one virtual service, from `ipvsadm -Ln --stats --exact`. */
 export interface IpvsServiceStats {
   readonly service: IpvsServiceKey;
@@ -221,6 +237,29 @@ export function parseIpvsConnections(text: string): IpvsDestinationConnections[]
     } else if (!protocol && words[0] !== '->') {
       service = words[0] === 'FWM' ? undefined : service;
     }
+  }
+  return out;
+}
+
+/**
+ * Parses `ipvsadm -Lcn`: the connection table, one entry per line after the two heading lines. Lines of protocols
+ * this model does not know (firewall-mark templates print `IP`) are skipped.
+ */
+export function parseIpvsConnectionTable(text: string): IpvsConnectionEntry[] {
+  const out: IpvsConnectionEntry[] = [];
+  for (const line of text.split('\n')) {
+    const words = line.trim().split(/\s+/);
+    const protocol = LIST_PROTOCOL[words[0] ?? ''];
+    if (!protocol || words.length < 6) continue;
+    const [minutes = '0', seconds = '0'] = (words[1] as string).split(':');
+    out.push({
+      protocol,
+      expiresInSeconds: Number(minutes) * 60 + Number(seconds),
+      state: words[2] as string,
+      client: parseHostPort(words[3] as string, line),
+      virtual: parseHostPort(words[4] as string, line),
+      destination: parseHostPort(words[5] as string, line),
+    });
   }
   return out;
 }

@@ -1,8 +1,8 @@
 import { CommandError } from './command.js';
 import type { CommandResult, CommandRunner } from './command.js';
 import { Mutex } from './mutex.js';
-import { parseIpvsConnections, parseIpvsSave, parseIpvsStats } from './ipvs-rules.js';
-import type { IpvsDestinationConnections, IpvsServiceStats, IpvsVirtualServer } from './ipvs-rules.js';
+import { parseIpvsConnectionTable, parseIpvsConnections, parseIpvsSave, parseIpvsStats } from './ipvs-rules.js';
+import type { IpvsConnectionEntry, IpvsDestinationConnections, IpvsServiceStats, IpvsVirtualServer } from './ipvs-rules.js';
 
 export interface IpvsadmOptions {
   readonly runner: CommandRunner;
@@ -82,6 +82,11 @@ export class Ipvsadm {
   /** Active and inactive connections of every real server (`ipvsadm -Ln`). */
   async connections(): Promise<IpvsDestinationConnections[]> {
     return parseIpvsConnections((await this.run(['-L', '-n'])).stdout);
+  }
+
+  /** The connection table (`ipvsadm -Lcn`): which real server each client connection went to. */
+  async connectionTable(): Promise<IpvsConnectionEntry[]> {
+    return parseIpvsConnectionTable((await this.run(['-L', '-c', '-n'])).stdout);
   }
 
   /** Per virtual service counters since it was created (`ipvsadm -Ln --stats --exact`). */

@@ -3,6 +3,7 @@ import { FailFastSession, Ipset, Iptables } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
 import { netpolFamilies, renderedOnRead } from '@kube-router/netpol';
 import type { IpFamily, NetpolDataplane, NodeApplied } from '@kube-router/netpol';
+import { verdictCountersOf } from './counters.js';
 import { DisabledFamilies } from './disabled-families.js';
 import { KernelApplier } from './kernel.js';
 import type { ApplyResult, NodeRender } from './kernel.js';
@@ -24,6 +25,11 @@ export function createIptablesDataplane(ctx: PluginContext, options: ResolvedNet
   for (const family of families) {
     iptables[family] = new Iptables({ runner: session, family, backend: options.iptablesBackend, netns: options.netns, timeoutMs: options.commandTimeoutMs });
   }
+  // The verdict counters' reads run at scrape time, beside syncs: on the plain runner, so that a slow read never fails
+  // a sync's session fast (nor a sync's timeout a scrape).
+  const counterReaders = families.map(
+    (family) => [family, new Iptables({ runner, family, backend: options.iptablesBackend, netns: options.netns, timeoutMs: options.commandTimeoutMs })] as const,
+  );
   const ipset = new Ipset({ runner: session, netns: options.netns, timeoutMs: options.commandTimeoutMs });
   const applier = new KernelApplier({ families, iptables, ipset, logger: ctx.logger, timings: metrics });
   const disabledFamilies = new DisabledFamilies(options, families, runner, applier, ctx.logger);
@@ -53,6 +59,15 @@ export function createIptablesDataplane(ctx: PluginContext, options: ResolvedNet
       } catch (error) {
         failures.add('nftables-leftovers', error);
       }
+    },
+    async readCounters() {
+      // A family at a time, under the xtables lock like every other command: a scrape waits for a sync's restore.
+      // A chain written since the last read counts from zero again, whatever it counted before: its write is its
+      // generation. Taken first, so that a write during the read shows as a lower count next time, never as a new one.
+      const writes = applier.chainWrites();
+      const counters = [];
+      for (const [family, reader] of counterReaders) counters.push(...verdictCountersOf(await reader.saveParsed('filter', { counters: true }), family));
+      return counters.map((counter) => ({ ...counter, generation: writes.get(`${counter.family}/${counter.chain}`) ?? 0 }));
     },
     counts: () => applier.counts(),
     takeDrift: () => applier.takeDrift(),

@@ -102,6 +102,12 @@ export class KernelApplier {
   #repaired = new Map<IpFamily, Set<string>>();
   /** What read-backs found changed or gone behind us since takeDrift last handed it over. */
   #drift = { chain: new Set<string>(), ipset: new Set<string>() };
+  /**
+   * Per `<family>/<chain>`, when we last wrote it (a sequence number): a write starts the kernel's rule counters again
+   * at zero, and the verdict counters must know that it happened, not guess it from a lower value.
+   */
+  readonly #written = new Map<string, number>();
+  #writes = 0;
 
   constructor(options: KernelApplierOptions) {
     this.#options = options;
@@ -114,6 +120,15 @@ export class KernelApplier {
   /** Whether the next apply must re-read the kernel first. */
   get needsRefresh(): boolean {
     return !this.#fresh;
+  }
+
+  /**
+   * When this applier last wrote each chain (a sequence number), by `<family>/<chain>`; a chain not written since the
+   * agent started is not there. A copy: taken before the kernel's counters are read, it never credits them to a write
+   * that came after.
+   */
+  chainWrites(): ReadonlyMap<string, number> {
+    return new Map(this.#written);
   }
 
   invalidate(): void {
@@ -181,6 +196,7 @@ export class KernelApplier {
       }
       this.#changedInPlace.set(family, changedInPlace);
       this.#chains.set(family, next);
+      for (const key of this.#written.keys()) if (key.startsWith(`${family}/`) && !next.has(key.slice(family.length + 1))) this.#written.delete(key);
       const jumps = new Map<BuiltinChain, { position: number; spec: string }[]>();
       for (const builtin of BUILTIN_CHAINS) {
         const rules = table.chains.find((candidate) => candidate.name === builtin)?.rules ?? [];
@@ -443,8 +459,10 @@ export class KernelApplier {
     this.#options.timings?.restore?.(family, (performance.now() - started) / 1000);
     const applied = this.#chains.get(family) as Map<string, AppliedChain>;
     const changedInPlace = this.#changedInPlace.get(family);
+    this.#writes++;
     for (const chain of chains) {
       applied.set(chain.name, { digest: chain.digest, ruleCount: chain.rules.length });
+      this.#written.set(`${family}/${chain.name}`, this.#writes);
       if (changedInPlace?.delete(chain.name)) {
         let repaired = this.#repaired.get(family);
         if (!repaired) this.#repaired.set(family, (repaired = new Set()));

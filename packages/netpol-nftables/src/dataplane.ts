@@ -1,13 +1,15 @@
 import type { PluginContext } from '@kube-router/controller';
-import { Nft, nftTableLock } from '@kube-router/netfilter';
+import { Mutex, Nft, nftTableLock } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
 import { netpolFamilies } from '@kube-router/netpol';
 import type { IpFamily, NetpolDataplane, NodeApplied } from '@kube-router/netpol';
+import { verdictCountersOf } from './counters.js';
 import { IptablesLeftoversRemoval } from './iptables-leftovers.js';
 import { KernelApplier } from './kernel.js';
 import type { ApplyResult, NodeRenders } from './kernel.js';
 import { tableRef } from './kernel-script.js';
 import { NetpolNftablesMetrics } from './metrics.js';
+import { TABLES } from './names.js';
 import type { ResolvedNetpolNftablesOptions } from './options.js';
 import { NodeRenderer } from './render-node.js';
 import { renderPolicy } from './render-policy.js';
@@ -27,6 +29,14 @@ export function createNftablesDataplane(ctx: PluginContext, options: ResolvedNet
       lock: locked.map((family) => nftTableLock(tableRef(family))),
     });
   const nft = { ipv4: nftHolding('ipv4'), ipv6: nftHolding('ipv6'), both: nftHolding('ipv4', 'ipv6') };
+  // The verdict counters' reads run at scrape time: no write lock (a listing is consistent without it), so that a
+  // scrape never waits for a sync's transactions, nor delays them.
+  const counterReader = new Nft({
+    runner,
+    ...(options.netns === undefined ? {} : { netns: options.netns }),
+    timeoutMs: options.commandTimeoutMs,
+    lock: new Mutex(),
+  });
   const applier = new KernelApplier({ families, nft, logger: ctx.logger, timings: metrics });
   const nodeRenderer = new NodeRenderer(families, options);
   const leftovers = new IptablesLeftoversRemoval(
@@ -73,6 +83,17 @@ export function createNftablesDataplane(ctx: PluginContext, options: ResolvedNet
       } catch (error) {
         failures.add('disabled-family-table', error);
       }
+    },
+    async readCounters() {
+      const counters = [];
+      // A table not there yet (before the first sync) has nothing to count; listing it would fail.
+      const { tables } = await counterReader.list(['tables']);
+      for (const family of families) {
+        const { family: nftFamily, name } = TABLES[family];
+        if (!tables.some((table) => table.family === nftFamily && table.name === name)) continue;
+        counters.push(...verdictCountersOf(await counterReader.list(['table', nftFamily, name]), family));
+      }
+      return counters;
     },
     counts: () => applier.counts(),
     takeDrift: () => applier.takeDrift(),

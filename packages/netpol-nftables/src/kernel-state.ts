@@ -93,10 +93,19 @@ export function readState(
   return { state, changedInPlace };
 }
 
-/** A chain's rules as nft lists them, hashed: equal for the same rules read back again, whatever their handles. */
+/**
+ * A chain's rules as nft lists them, hashed: equal for the same rules read back again, whatever their handles and
+ * whatever their `counter` statements counted since (traffic is not a change of the rule).
+ */
 export function contentOf(rules: readonly NftRuleset['rules'][number][]): string {
-  return hash('sha1', JSON.stringify(rules.map((rule) => [rule.expr, rule.comment ?? ''])), 'base64');
+  return hash('sha1', JSON.stringify(rules.map((rule) => [rule.expr.map(withoutCount), rule.comment ?? ''])), 'base64');
 }
+
+function withoutCount(expression: unknown): unknown {
+  return typeof expression === 'object' && expression !== null && 'counter' in expression ? COUNTER : expression;
+}
+
+const COUNTER = { counter: null };
 
 const EMPTY_DIGEST = '';
 

@@ -133,11 +133,11 @@ export function renderNode(
     for (const cidr of cidrs) {
       tail.push(
         {
-          text: `${keyword} saddr ${cidr} ${keyword} saddr != @${LOCAL_PODS_SET} fib saddr type != local reject`,
+          text: `${keyword} saddr ${cidr} ${keyword} saddr != @${LOCAL_PODS_SET} fib saddr type != local counter reject`,
           comment: 'reject unprogrammed local pod (default-deny)',
         },
         {
-          text: `${keyword} daddr ${cidr} ${keyword} daddr != @${LOCAL_PODS_SET} fib daddr type != local reject`,
+          text: `${keyword} daddr ${cidr} ${keyword} daddr != @${LOCAL_PODS_SET} fib daddr type != local counter reject`,
           comment: 'reject unprogrammed local pod (default-deny)',
         },
       );
@@ -200,7 +200,8 @@ function renderPodChain(
   const who = podInComments(pod);
   const drop = (match: string): NftRuleText[] => [
     { text: `${match}limit rate 10/minute burst 10 packets log group ${NFLOG_GROUP}`, comment: `rule to log dropped traffic ${who}` },
-    { text: `${match}reject`, comment: `rule to REJECT traffic ${direction === 'ingress' ? 'destined for' : 'from'} ${who}: ${plan.why}` },
+    // `counter`: what the pod's policies rejected, for the verdict counters (read at scrape time).
+    { text: `${match}counter reject`, comment: `rule to REJECT traffic ${direction === 'ingress' ? 'destined for' : 'from'} ${who}: ${plan.why}` },
   ];
   const common: NftRuleText = { text: `jump ${COMMON_CHAIN}`, comment: 'rule to drop invalid state and accept established traffic for pod' };
   if (plan.failClosed) return [common, ...drop('')];

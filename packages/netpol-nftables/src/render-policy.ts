@@ -143,7 +143,8 @@ function renderRule(
   for (const peer of peers) {
     for (const port of ports) {
       const match = peer === '' ? port : port === '' ? peer : `${peer} ${port}`;
-      rules.push({ text: match === '' ? `goto ${DEFAULT_CHAIN}` : `${match} ${ALLOW}`, comment });
+      // `counter`: what the policy allowed, for kube_router_netpol_policy_packets_total (read at scrape time).
+      rules.push({ text: match === '' ? `counter goto ${DEFAULT_CHAIN}` : `${match} counter ${ALLOW}`, comment });
     }
   }
 }

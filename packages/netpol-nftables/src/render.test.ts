@@ -85,7 +85,7 @@ describe('renderPolicy', () => {
     expect(chain?.name).toBe(policyChainName('web/server-from-clients', 'ingress', 'ipv4'));
     const texts = chain?.rules.map((rule) => rule.text) ?? [];
     expect(texts).toHaveLength(6);
-    expect(texts[0]).toMatch(/^ip saddr @KUBE-SRC-[0-9A-F]{16} meta l4proto udp th dport 9000-9010 meta mark set meta mark \| 0x10000 return$/);
+    expect(texts[0]).toMatch(/^ip saddr @KUBE-SRC-[0-9A-F]{16} meta l4proto udp th dport 9000-9010 counter meta mark set meta mark \| 0x10000 return$/);
     expect(texts[1]).toMatch(/ meta l4proto sctp /);
     expect(texts[2]).toMatch(/ ip daddr 10\.0\.0\.2 meta l4proto tcp th dport 8080 /);
   });
@@ -134,7 +134,7 @@ describe('renderPolicy', () => {
 
   it('sends a rule that allows everything to the default chain, and gives a deny-all an empty chain', () => {
     const allowAll = renderPolicy(smallCluster([policy('web/all', { podSelector: {}, ingress: [{}] })]).policies[0] as never, ['ipv4']);
-    expect(allowAll.families.ipv4?.chains[0]?.rules.map((rule) => rule.text)).toEqual(['goto KUBE-NWPLCY-DEFAULT']);
+    expect(allowAll.families.ipv4?.chains[0]?.rules.map((rule) => rule.text)).toEqual(['counter goto KUBE-NWPLCY-DEFAULT']);
     const denyAll = renderPolicy(smallCluster([policy('web/none', { podSelector: {} })]).policies[0] as never, ['ipv4']);
     expect(denyAll.families.ipv4?.chains[0]?.rules).toEqual([]);
   });
@@ -189,14 +189,14 @@ describe('renderNode', () => {
     const rules = node.podChains[0]?.rules.map((rule) => rule.text) ?? [];
     expect(rules[0]).toBe(`jump ${COMMON_CHAIN}`);
     expect(rules).toContain('meta mark & 0x10000 == 0 limit rate 10/minute burst 10 packets log group 100');
-    expect(rules).toContain('meta mark & 0x10000 == 0 reject');
+    expect(rules).toContain('meta mark & 0x10000 == 0 counter reject');
     expect(rules.at(-1)).toBe('meta mark set meta mark | 0x20000');
   });
 
   it('fails the targets of a refused policy closed', () => {
     const model = smallCluster([policy('web/all', { podSelector: { matchLabels: { app: 'server' } }, ingress: [{}] })]);
     const rules = renderNode(model, 'ipv4', NODE_OPTIONS, new Set(['web/all'])).podChains[0]?.rules.map((rule) => rule.text);
-    expect(rules).toEqual([`jump ${COMMON_CHAIN}`, 'limit rate 10/minute burst 10 packets log group 100', 'reject']);
+    expect(rules).toEqual([`jump ${COMMON_CHAIN}`, 'limit rate 10/minute burst 10 packets log group 100', 'counter reject']);
   });
 
   it("with default deny rejects unprogrammed addresses of the pod CIDRs in the tail, leaving pods no policy selects open", () => {
@@ -204,8 +204,8 @@ describe('renderNode', () => {
     expect(node.podChains).toEqual([]);
     expect(node.sets.find((set) => set.name === LOCAL_PODS_SET)?.elements).toEqual(['fd00::2', 'fd00::3']);
     expect(node.sharedChains.find((c) => c.name === TAIL_CHAIN)?.rules.map((rule) => rule.text)).toEqual([
-      `ip6 saddr fd00::/64 ip6 saddr != @${LOCAL_PODS_SET} fib saddr type != local reject`,
-      `ip6 daddr fd00::/64 ip6 daddr != @${LOCAL_PODS_SET} fib daddr type != local reject`,
+      `ip6 saddr fd00::/64 ip6 saddr != @${LOCAL_PODS_SET} fib saddr type != local counter reject`,
+      `ip6 daddr fd00::/64 ip6 daddr != @${LOCAL_PODS_SET} fib daddr type != local counter reject`,
       'meta mark & 0x20000 == 0x20000 accept',
     ]);
     expect(renderNode(smallCluster([]), 'ipv6', NODE_OPTIONS).sharedChains.find((c) => c.name === TAIL_CHAIN)?.rules).toHaveLength(1);

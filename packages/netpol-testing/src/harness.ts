@@ -6,7 +6,7 @@
 import { CoreV1Api, NetworkingV1Api } from '@kubernetes/client-node';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { SyncScheduler } from '@kube-router/controller';
-import type { Controller, ControllerPlugin } from '@kube-router/controller';
+import type { Controller, ControllerPlugin, Services } from '@kube-router/controller';
 import type { HealthRegistry } from '@kube-router/healthcheck';
 import type { KubeContext } from '@kube-router/kube';
 import type { AgentMetrics } from '@kube-router/metrics';
@@ -22,6 +22,8 @@ export interface HarnessEnv {
 /** The enforcer and its parts. */
 export interface HarnessEnforcer {
   controller: Controller;
+  /** The services the plugin provided (netpol's explain service among them). */
+  services: Services;
   kube: KubeContext;
   metrics: AgentMetrics;
   health: HealthRegistry;
@@ -91,6 +93,7 @@ export async function startNetpolHarness(plugin: ControllerPlugin<unknown>, env:
   let stopped = false;
   return {
     controller,
+    services: ctx.services,
     kube,
     metrics,
     health,

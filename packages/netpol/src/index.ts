@@ -24,7 +24,9 @@ export type {
 export { policyProblemReports } from './problem-reports.js';
 export type { PolicyProblemReport } from './problem-reports.js';
 export { evaluateFlow } from './evaluate.js';
-export type { DirectionVerdict, Flow, FlowVerdict } from './evaluate.js';
+export type { FlowVerdict } from './evaluate.js';
+export { explainFlow, FlowInputError } from './explain.js';
+export type { DirectionExplanation, DirectionVerdict, ExplainOptions, Flow, FlowExplanation, RuleRef } from './explain.js';
 export { cidrFamily, peersInFamily, renderedOnRead } from './family.js';
 export type { FamilyPeers } from './family.js';
 export { isPodActionable } from './pods.js';
@@ -61,6 +63,8 @@ export {
   SOURCE_SET_PREFIX,
   TAIL_CHAIN,
   TOP_CHAINS,
+  createExplainService,
+  netpolExplainServiceKey,
   DefaultDenyPodCidrs,
   PhaseHandOff,
   TwoPhaseApply,
@@ -79,8 +83,21 @@ export {
   reportRefusedPolicies,
   ruleSetKey,
   stableHash,
+  DropLog,
+  POLICY_DROP_REASON,
 } from './runtime/index.js';
 export type {
+  DropLogDeps,
+  DropLogLogger,
+  DropLogOptions,
+  DropRecord,
+  ChainVerdictCounter,
+  AppliedModel,
+  ExplainAnswer,
+  ExplainEndpoint,
+  ExplainRequest,
+  ExplainResult,
+  NetpolExplainService,
   DataplaneSync,
   Hook,
   NetpolBackend,

@@ -1,9 +1,10 @@
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { createSyncController, messageOf, SyncFailures, SyncWarnings } from '@kube-router/controller';
-import type { Controller, PluginContext, SyncContext } from '@kube-router/controller';
+import type { Controller, PluginContext, ServiceFlow, ServicePath, SyncContext } from '@kube-router/controller';
 import { inCidrs, parseCidrs, strictServiceAddressRanges } from '@kube-router/kube';
 import type { CommandRunner } from '@kube-router/netfilter';
 import { Dataplane } from './dataplane.js';
+import { explainServicePath } from './explain.js';
 import { FirewallStage } from './firewall-stage.js';
 import { HairpinStage } from './hairpin-stage.js';
 import { HealthCheckServers } from './health-check-servers.js';
@@ -53,6 +54,8 @@ export interface ProxyController extends Controller {
   lastSync(): ProxySyncReport | undefined;
   /** The Services' virtual servers as last computed, by IPVS service id. */
   desired(): ReadonlyMap<string, DesiredVirtualServer>;
+  /** A flow to a Service address: its Service, real servers, and where IPVS sent the client's connections. */
+  explainServiceFlow(flow: ServiceFlow): Promise<ServicePath | undefined>;
 }
 
 /** While something drains, syncs come at least this often, so that drained real servers go soon. */
@@ -78,7 +81,15 @@ export function createProxyController(ctx: PluginContext, deps: ProxyControllerD
       await proxy.detach();
     },
   });
-  return Object.assign(controller, { lastSync: () => proxy.report, desired: () => proxy.desired });
+  return Object.assign(controller, {
+    lastSync: () => proxy.report,
+    desired: () => proxy.desired,
+    explainServiceFlow: async (flow: ServiceFlow) => {
+      const path = explainServicePath(proxy.desired, [], flow);
+      // The connection table is read only for a flow to one of our Services: it can be long on a busy node.
+      return path && explainServicePath(proxy.desired, await proxy.connectionTable(), flow);
+    },
+  });
 }
 
 /**
@@ -101,6 +112,7 @@ class ProxySync {
   readonly #healthChecks: HealthCheckServers;
   readonly #warnings: SyncWarnings;
   readonly #metrics: ProxyMetrics;
+  readonly #dataplane: Dataplane;
   #requestSync: ((reason: string) => void) | undefined;
   #drainTimer: NodeJS.Timeout | undefined;
 
@@ -116,6 +128,7 @@ class ProxySync {
     const dataplane = new Dataplane({ ...common, families, iptablesBackend: options.iptablesBackend });
 
     this.#ctx = ctx;
+    this.#dataplane = dataplane;
     this.#sources = deps.sources;
     this.#modelOptions = {
       families,
@@ -133,6 +146,11 @@ class ProxySync {
     this.#healthChecks = new HealthCheckServers(options.healthCheckBindAddress, ctx.logger);
     this.#warnings = new SyncWarnings((namespace, name, reason, message) => deps.sources.warnService(namespace, name, reason, message));
     this.#metrics = new ProxyMetrics(ctx.metrics.registry, () => dataplane.ipvs.stats(), () => this.desired);
+  }
+
+  /** IPVS's connection table: which real server each client connection went to. */
+  connectionTable() {
+    return this.#dataplane.ipvs.connectionTable();
   }
 
   /** Lets the sync ask for the next one while real servers drain. */

@@ -1,4 +1,4 @@
-import { definePlugin } from '@kube-router/controller';
+import { definePlugin, servicePathExplainerKey } from '@kube-router/controller';
 import type { ControllerPlugin } from '@kube-router/controller';
 import { KubeServices } from '@kube-router/kube';
 import type { KubeContext } from '@kube-router/kube';
@@ -43,11 +43,14 @@ export function createProxyIpvsPlugin(overrides: ProxyIpvsPluginOverrides = {}):
     kernelFeatures: () => (overrides.runner ? [] : [{ name: 'IPVS (ip_vs)', path: '/proc/net/ip_vs' }]),
     create(ctx, options) {
       const kube = ctx.services.get(KubeServices);
-      return createProxyController(
+      const controller = createProxyController(
         ctx,
         { sources: informerSources(kube, ctx.nodeName, ctx.logger), runner: overrides.runner ?? new ExecRunner({ logger: ctx.logger }) },
         options,
       );
+      // `kube-router explain` asks the proxy about flows to Service addresses.
+      ctx.services.provide(servicePathExplainerKey, { explainServiceFlow: (flow) => controller.explainServiceFlow(flow) });
+      return controller;
     },
     async cleanup(ctx, options) {
       const runner = overrides.runner ?? new ExecRunner({ logger: ctx.logger });

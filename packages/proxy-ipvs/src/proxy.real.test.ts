@@ -121,6 +121,24 @@ describe.skipIf(unavailable !== undefined)(`proxy on a real IPVS kernel${unavail
     expect(saved.find((s) => s.service.address === '10.96.0.12')?.service.persistentSeconds).toBe(600);
   });
 
+  it('explains a flow to a Service: its real servers, and the endpoint the probe reached, from IPVS’s connection table', async () => {
+    const [answer] = await world.probe(client.netns, '10.96.0.11', 80, 1);
+    const reached = answer?.split(' ')[0] === 'a' ? a.ip : b.ip;
+    const path = await proxy.controller.explainServiceFlow({ source: client.ip, destination: '10.96.0.11', port: 80, protocol: 'TCP' });
+    expect(path).toMatchObject({ service: 'default/sticky', kind: 'cluster-ip', via: 'IPVS TCP 10.96.0.11:80 sh' });
+    expect(path?.endpoints.map((endpoint) => endpoint.address).sort()).toEqual([a.ip, b.ip].sort());
+    // The sh scheduler sends every connection of this client to one real server: the one that answered.
+    expect(path?.connections.length).toBeGreaterThan(0);
+    expect(new Set(path?.connections.map((connection) => connection.endpoint.address))).toEqual(new Set([reached]));
+    expect(path?.connections.every((connection) => connection.client.address === client.ip)).toBe(true);
+    // ClientIP affinity: the template entry (the client's port 0) names the same real server as the connections.
+    const [affine] = await world.probe(client.netns, '10.96.0.12', 80, 1);
+    const affinity = await proxy.controller.explainServiceFlow({ source: client.ip, destination: '10.96.0.12', port: 80, protocol: 'TCP' });
+    expect(affinity?.connections.some((connection) => connection.client.port === 0), JSON.stringify(affinity)).toBe(true);
+    expect(new Set(affinity?.connections.map((connection) => connection.endpoint.address))).toEqual(new Set([affine?.split(' ')[0] === 'a' ? a.ip : b.ip]));
+    expect(await proxy.controller.explainServiceFlow({ source: client.ip, destination: '10.96.0.99', port: 80, protocol: 'TCP' })).toBeUndefined();
+  });
+
   it("answers a NodePort from outside the node; its local endpoints see the client's own address, as in kube-router", async () => {
     // kube-router SNATs only what is neither from nor to this node's pod CIDR (`! -s <cidr> ! -d <cidr>`): the outside
     // client reaching a local endpoint keeps its address (this agent used to masquerade it).

@@ -30,14 +30,15 @@ export const nftablesBackend: NetpolTestBackend = {
     },
     async snapshot(inNode) {
       // With handles: a chain flushed and refilled, or a set rebuilt, shows new ones.
-      return `${await listed(inNode, 'ipv4', '-a')}${await listed(inNode, 'ipv6', '-a')}`;
+      // Stateless (-s): what the rules' counters counted is traffic, not a change of ours.
+      return `${await listed(inNode, 'ipv4', '-s', '-a')}${await listed(inNode, 'ipv6', '-s', '-a')}`;
     },
     async breakServerIngress({ inNode, lab }) {
       await inNode('nft', ['delete', 'element', ...table('ipv4'), INGRESS_MAP, `{ ${lab.pod('web/server').ipv4} }`]);
       await inNode('nft', ['flush', 'chain', ...table('ipv6'), podChainName('web/server', 'ingress', 'ipv6')]);
     },
     async chainRules(inNode, chain) {
-      const listing = await inNode('nft', ['list', 'chain', ...table('ipv4'), chain]);
+      const listing = await inNode('nft', ['-s', 'list', 'chain', ...table('ipv4'), chain]);
       return listing.split('\n').map((line) => line.trim()).filter((line) => line !== '' && line !== '}' && !/^(table|chain) /.test(line));
     },
     async allowEverySource(inNode, chain) {

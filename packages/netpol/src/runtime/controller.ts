@@ -2,8 +2,12 @@ import { createSyncController, SyncFailures, SyncWarnings } from '@kube-router/c
 import type { Controller, PluginContext, SyncContext } from '@kube-router/controller';
 import { PolicyCompiler } from '../compiler.js';
 import type { NetpolDataplane } from './dataplane.js';
+import type { DropLog } from './drop-log.js';
+import { createExplainService, netpolExplainServiceKey } from './explain-service.js';
+import type { AppliedModel } from './explain-service.js';
 import type { ResolvedNetpolOptions } from './options.js';
 import type { NetpolSources } from './sources.js';
+import { VerdictCounters } from './verdict-counters.js';
 import {
   DefaultDenyPodCidrs,
   NETPOL_CONTROLLER,
@@ -15,10 +19,13 @@ import { TwoPhaseApply } from './two-phase-apply.js';
 
 export interface NetpolControllerDeps {
   readonly sources: NetpolSources;
+  /** --netpol-drop-log: started and stopped with the controller. */
+  readonly dropLog?: DropLog;
 }
 
 /** What the controller reads of a backend's options: the options every backend shares. */
-export type NetpolControllerOptions = Pick<ResolvedNetpolOptions, 'defaultDeny' | 'syncPeriodMs' | 'minSyncIntervalMs' | 'syncTimeoutMs'>;
+export type NetpolControllerOptions = Pick<ResolvedNetpolOptions, 'defaultDeny' | 'syncPeriodMs' | 'minSyncIntervalMs' | 'syncTimeoutMs'> &
+  Partial<Pick<ResolvedNetpolOptions, 'isolateUnselectedPods'>>;
 
 /**
  * The `netpol` controller of any backend: one sync is the informers' check, default deny's pod CIDRs, the compile (in
@@ -40,6 +47,14 @@ export function createNetpolController<PolicyRender extends { readonly id: strin
   const defaultDenyCidrs = new DefaultDenyPodCidrs();
   const twoPhases = new TwoPhaseApply();
   let unsubscribe: (() => void) | undefined;
+  const { readCounters } = dataplane;
+  const verdictCounters = readCounters && new VerdictCounters(ctx.metrics.registry, () => readCounters.call(dataplane), { logger: ctx.logger });
+  /** What the kernel holds now, for explain: set once each sync's apply is done. */
+  let lastApplied: AppliedModel | undefined;
+  // One netpol controller per agent; a second (a backend switch test's other plugin) leaves the first's in place.
+  if (!ctx.services.has(netpolExplainServiceKey)) {
+    ctx.services.provide(netpolExplainServiceKey, createExplainService(ctx.nodeName, sources, options, () => lastApplied));
+  }
 
   /** In slices: a full compile of a large cluster would otherwise hold the event loop for seconds (/healthz, watches). */
   const compileAndRender = async (started: number, progress: () => void) => {
@@ -73,6 +88,13 @@ export function createNetpolController<PolicyRender extends { readonly id: strin
       progress,
     );
     metrics.policyChainsSyncTime.observe((performance.now() - applyStarted) / 1000);
+    lastApplied = {
+      model,
+      failedPolicies: new Set(applied.failedPolicies.keys()),
+      appliedAt: new Date(),
+      writeFailures: [...applied.node.failures.keys()],
+    };
+    verdictCounters?.update(model, new Set(applied.failedPolicies.keys()));
     for (const [kind, names] of Object.entries(dataplane.takeDrift())) driftRepaired(kind, names);
     await dataplane.removeLeftovers({ full, failures }, applied.node.enforcing);
 
@@ -108,12 +130,14 @@ export function createNetpolController<PolicyRender extends { readonly id: strin
     start(startCtx) {
       dataplane.start?.();
       unsubscribe = sources.onChange(() => startCtx.requestSync('cluster changed'));
+      deps.dropLog?.start();
     },
     // The rules stay in the kernel when the agent stops: a restarted agent adopts them, and pods stay protected meanwhile.
-    stop() {
+    async stop() {
       unsubscribe?.();
       unsubscribe = undefined;
       dataplane.stop?.();
+      await deps.dropLog?.stop();
     },
   });
 }

@@ -2,6 +2,7 @@ import type { SyncFailures } from '@kube-router/controller';
 import type { CompiledPolicy, IpFamily, PolicyModel } from '../model.js';
 import type { NetpolObjectCounts, NetpolSyncMetrics } from './metrics.js';
 import type { TwoPhaseKernel } from './two-phase-apply.js';
+import type { ChainVerdictCounter } from './verdict-counters.js';
 
 /** What one policy puts in the kernel for one family: its chains and its sets, in a backend's own form. */
 export interface PolicyFamilyObjects<Chain, Set> {
@@ -78,6 +79,12 @@ export interface NetpolDataplane<PolicyRender extends { readonly id: string }, N
    * them as drift (kube_router_controller_drift_repaired_total).
    */
   takeDrift(): Readonly<Record<string, readonly string[]>>;
+  /**
+   * The kernel's counters of our verdict rules, for kube_router_netpol_policy_*_total (VerdictCounters): the accepting
+   * rules of policy chains, the rejects of pod chains and of the tail chain. Read when Prometheus scrapes, not in a
+   * sync. A backend without it reports no verdict counters.
+   */
+  readCounters?(): Promise<readonly ChainVerdictCounter[]>;
   /** When the controller starts (its informers are only beginning to list the cluster). */
   start?(): void;
   /** When the controller stops; the kernel's objects stay, for a restarted agent to adopt. */

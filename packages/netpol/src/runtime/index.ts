@@ -16,6 +16,10 @@ export type { PoliciesApplied, TwoPhaseKernel } from './two-phase-apply.js';
 export { podChainPlan, podInComments } from './pod-chain.js';
 export type { PodChainPlan } from './pod-chain.js';
 export { NetpolSyncMetrics } from './metrics.js';
+export { DropLog, POLICY_DROP_REASON } from './drop-log.js';
+export type { DropLogDeps, DropLogLogger, DropLogOptions, DropRecord } from './drop-log.js';
+export { VerdictCounters } from './verdict-counters.js';
+export type { ChainVerdictCounter, RejectReason, Verdict, VerdictCountersOptions } from './verdict-counters.js';
 export { netpolFamilies, netpolOptionFields } from './options.js';
 export type { NetpolOptions, ResolvedNetpolOptions } from './options.js';
 export { informerSources } from './sources.js';
@@ -45,3 +49,5 @@ export {
   stableHash,
 } from './names.js';
 export type { Hook } from './names.js';
+export { createExplainService, netpolExplainServiceKey } from './explain-service.js';
+export type { AppliedModel, ExplainAnswer, ExplainEndpoint, ExplainRequest, ExplainResult, NetpolExplainService } from './explain-service.js';

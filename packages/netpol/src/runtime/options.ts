@@ -43,6 +43,15 @@ export const netpolOptionFields = {
   iptablesBackend: z.enum(['default', 'nft', 'legacy']).default('default'),
   /** Deadline of each command the backend runs. */
   commandTimeoutMs: z.number().int().positive().default(60_000),
+  /**
+   * --netpol-drop-log: read the rejected packets the pod chains log to NFLOG group 100 (through tcpdump) and log each
+   * with the pods on either side. Off: no reader, no process.
+   */
+  dropLog: z.boolean().default(false),
+  /** --netpol-drop-log-events: with dropLog, a Warning Event (PolicyDrop) on the pod each logged drop was meant for. */
+  dropLogEvents: z.boolean().default(false),
+  /** Not a kube-router flag: per (source, destination, port, protocol), one drop line at once, then one per this window. */
+  dropLogIntervalMs: z.number().int().nonnegative().default(10_000),
 };
 
 /** The options of either backend as a caller writes them (defaults left out). */

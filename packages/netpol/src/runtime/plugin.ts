@@ -5,8 +5,10 @@ import { ExecRunner } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
 import { createNetpolController } from './controller.js';
 import type { NetpolDataplane } from './dataplane.js';
+import { DropLog } from './drop-log.js';
 import type { ResolvedNetpolOptions } from './options.js';
 import { informerSources } from './sources.js';
+import type { NetpolSources } from './sources.js';
 import { NETPOL_CONTROLLER } from './sync.js';
 
 /** What a netpol backend is, besides the controller every backend shares. */
@@ -43,11 +45,36 @@ export function defineNetpolPlugin<Options extends ResolvedNetpolOptions>(
     name: NETPOL_CONTROLLER,
     host: '^1.0.0',
     options: backend.options,
-    tools: (options) => (overrides.runner ? [] : backend.tools(options)),
+    // The drop log's tcpdump runs whatever runs the backend's commands.
+    tools: (options) => [...(overrides.runner ? [] : backend.tools(options)), ...(options.dropLog ? ['tcpdump'] : [])],
     create(ctx, options) {
-      const sources = informerSources(ctx.services.get(KubeServices), ctx.logger, options.defaultDeny ? ctx.nodeName : undefined);
-      return createNetpolController(ctx, { sources }, options, backend.createDataplane(ctx, options, runnerFor(ctx.logger)));
+      const kube = ctx.services.get(KubeServices);
+      const sources = informerSources(kube, ctx.logger, options.defaultDeny ? ctx.nodeName : undefined);
+      const dropLog = options.dropLog ? createDropLog(ctx, options, sources) : undefined;
+      return createNetpolController(ctx, { sources, ...(dropLog && { dropLog }) }, options, backend.createDataplane(ctx, options, runnerFor(ctx.logger)));
     },
     cleanup: (ctx, options) => backend.cleanup(ctx, options, runnerFor(ctx.logger)),
   });
+}
+
+/** The drop log over the agent's pods, its Events recorded on the pod's informer object. */
+function createDropLog(ctx: PluginContext, options: ResolvedNetpolOptions, sources: NetpolSources): DropLog {
+  const kube = ctx.services.get(KubeServices);
+  const pods = kube.informers.pods();
+  return new DropLog(
+    { ...(options.netns === undefined ? {} : { netns: options.netns }), events: options.dropLogEvents, intervalMs: options.dropLogIntervalMs },
+    {
+      logger: ctx.logger,
+      pods: () => sources.pods(),
+      onChange: (handler) => kube.informers.onChange('pods', handler),
+      warnPod(namespace, name, reason, message) {
+        const pod = pods.get(namespace, name);
+        // List items come without kind and apiVersion, as from a real API server; the event needs both.
+        const involved = pod ? { ...pod, apiVersion: 'v1', kind: 'Pod' } : { apiVersion: 'v1', kind: 'Pod', namespace, name };
+        kube.events.warning(involved, reason, message).catch((error: unknown) => {
+          ctx.logger.warn({ err: error, pod: `${namespace}/${name}`, reason }, 'could not record event');
+        });
+      },
+    },
+  );
 }

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { ProbeRequest, ProbeResult } from '../lab/index.js';
 import { CaseContext } from './case-context.js';
+import type { EnforcerFlow } from './enforcer.js';
 import { Reachability } from './reachability.js';
 import type { ConformanceWorld } from './world.js';
 
@@ -57,5 +58,41 @@ describe('CaseContext.check retries', () => {
     expect(syncs()).toBe(3);
     // Each round: the whole matrix, then the differing cell twice.
     expect(calls.map((requests) => requests.length)).toEqual([144, 1, 1, 144, 1, 1, 144, 1, 1]);
+  });
+});
+
+describe('CaseContext.check with an enforcer that explains', () => {
+  /** Pods get addresses from their keys, so that explain's flow names the pair back. */
+  const podIp = (key: string) => `10.0.0.${['x', 'y', 'z'].indexOf(key[0] ?? '') * 3 + ['a', 'b', 'c'].indexOf(key[2] ?? '') + 1}`;
+
+  function explaining(lie: (flow: EnforcerFlow) => boolean) {
+    const lab = {
+      async probeMany(requests: readonly ProbeRequest[]): Promise<ProbeResult[]> {
+        return requests.map((request) => ({ request, target: String(request.to), ok: true, ms: 1 }));
+      },
+    };
+    const enforcer = {
+      syncNow: async () => ({ ok: true }),
+      stop: async () => undefined,
+      explain: async (flow: EnforcerFlow) => ({ allowed: !lie(flow), detail: 'scripted' }),
+    };
+    const world = { lab, podIp } as unknown as ConformanceWorld;
+    const explainTally = { checks: 0, pairs: 0 };
+    return { context: new CaseContext('explained', world, enforcer, { explainTally }), explainTally };
+  }
+
+  it('compares explain with the probe of every pair, and counts them', async () => {
+    const { context, explainTally } = explaining(() => false);
+    await context.check(new Reachability(), { ports: [80] });
+    expect(explainTally).toEqual({ checks: 1, pairs: 144 });
+  });
+
+  it('fails the case naming each pair where explain differs from the probe', async () => {
+    const { context } = explaining((flow) => flow.source === podIp('y/b') && flow.destination === podIp('x/a') && flow.protocol === 'UDP');
+    const failure = await context.check(new Reachability(), { ports: [80] }).then(
+      () => undefined,
+      (error: unknown) => error as Error,
+    );
+    expect(failure?.message).toContain('explained: explain differs from the probe on 1 of 144 pairs:\n  IPv4 y/b -> x/a 80/UDP: probe allowed, explain denied (scripted)');
   });
 });

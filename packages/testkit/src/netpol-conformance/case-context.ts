@@ -18,6 +18,14 @@ export interface CaseContextOptions {
   reprobes?: number;
   /** Per-probe timeout override; default the lab's. */
   probeTimeoutMs?: number;
+  /** Counts what the enforcer's explain was compared with, across cases (for the suite's summary). */
+  explainTally?: ExplainTally;
+}
+
+/** How many checks and probed pairs the enforcer's explain verdicts were compared with. */
+export interface ExplainTally {
+  checks: number;
+  pairs: number;
 }
 
 /** What the suite lets a case do with the enforcer beyond syncing it. */
@@ -166,6 +174,7 @@ export class CaseContext {
         if (history.length > 0) {
           console.warn(`netpol conformance: "${this.caseName}" matched only after retrying:\n${history.join('\n')}`);
         }
+        await this.compareExplain(last);
         return;
       }
       history.push(`  attempt ${attempt}, after re-probes: ${summarize(mismatches)}`);
@@ -173,6 +182,33 @@ export class CaseContext {
     }
     const report = renderReachabilityReport(last, `${this.caseName}: reachability differs after ${this.attempts} syncs`);
     expect.fail(`${report}\n\nevery round:\n${history.join('\n')}`);
+  }
+
+  /**
+   * When the enforcer explains, its verdict on every probed pair must be what the probe saw: explain answers from the
+   * rules it last applied, the same the probes just went through. Fails the case naming every pair that differs.
+   */
+  private async compareExplain(observations: readonly Observation[]): Promise<void> {
+    if (!this.enforcer.explain) return;
+    const differing: string[] = [];
+    let compared = 0;
+    for (const o of observations) {
+      const flow = { source: this.world.podIp(o.from, o.family), destination: this.world.podIp(o.to, o.family), port: o.port, protocol: o.protocol };
+      const verdict = await this.enforcer.explain(flow);
+      if (verdict === undefined) return;
+      compared++;
+      if (verdict.allowed !== o.observed) {
+        differing.push(`IPv${o.family} ${describeConnection(o)}: probe ${o.observed ? 'allowed' : 'blocked'}, explain ${verdict.allowed ? 'allowed' : 'denied'} (${verdict.detail})`);
+      }
+    }
+    const tally = this.options.explainTally;
+    if (tally) {
+      tally.checks++;
+      tally.pairs += compared;
+    }
+    if (differing.length > 0) {
+      expect.fail(`${this.caseName}: explain differs from the probe on ${differing.length} of ${compared} pairs:\n  ${differing.join('\n  ')}`);
+    }
   }
 }
 

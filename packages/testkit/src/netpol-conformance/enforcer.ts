@@ -8,6 +8,21 @@ export interface EnforcerEnv {
   netns: string;
 }
 
+/** A new connection between two addresses of one family, as the enforcer's explain takes it. */
+export interface EnforcerFlow {
+  source: string;
+  destination: string;
+  port: number;
+  protocol: 'TCP' | 'UDP' | 'SCTP';
+}
+
+/** What the enforcer says it does with a flow, from the rules it last applied. */
+export interface EnforcerVerdict {
+  allowed: boolean;
+  /** Why, in a few words: for the report of a verdict that differs from the probe. */
+  detail: string;
+}
+
 export interface SyncOutcome {
   ok: boolean;
   error?: unknown;
@@ -21,6 +36,11 @@ export interface NetpolEnforcer {
    * mismatching matrix a few times before it fails, so a late informer shows up as a warning, not a failure.
    */
   syncNow(): Promise<SyncOutcome>;
+  /**
+   * The enforcer's own verdict on a flow, from what it last applied (kube-router explain). When present, every
+   * check compares it with the probe of each pair and fails the case on any difference; undefined: not explained.
+   */
+  explain?(flow: EnforcerFlow): Promise<EnforcerVerdict | undefined>;
   /** Stops the enforcer; what it leaves in the node netns goes with the lab. */
   stop(): Promise<void>;
 }

@@ -29,7 +29,7 @@ export type { NetpolConformanceOptions, NetpolConformanceFeatures } from './suit
 export type { ConformanceCase } from './cases.js';
 export type { CaseMode } from './case-mode.js';
 export type { CaseContextOptions, CaseEnforcerControl, LatePodProbe } from './case-context.js';
-export type { EnforcerEnv, NetpolEnforcer, StartEnforcer, SyncOutcome } from './enforcer.js';
+export type { EnforcerEnv, EnforcerFlow, EnforcerVerdict, NetpolEnforcer, StartEnforcer, SyncOutcome } from './enforcer.js';
 export type { Connection, PodSet, PortFilter } from './reachability.js';
 export type { MatrixScope, Observation, Prober } from './matrix.js';
 export type { WorldOptions } from './world.js';

@@ -64,6 +64,7 @@ export function runNetpolConformanceSuite(options: NetpolConformanceOptions): vo
     let world: ConformanceWorld | undefined;
     let enforcer: NetpolEnforcer | undefined;
     let current: CaseContext | undefined;
+    const explainTally = { checks: 0, pairs: 0 };
 
     const env = () => {
       if (!world) throw new Error('the world did not start');
@@ -73,6 +74,7 @@ export function runNetpolConformanceSuite(options: NetpolConformanceOptions): vo
     const facade: NetpolEnforcer = {
       syncNow: () => (enforcer ? enforcer.syncNow() : Promise.reject(new Error('the enforcer did not start'))),
       stop: () => enforcer?.stop() ?? Promise.resolve(),
+      explain: async (flow) => enforcer?.explain?.(flow),
     };
     const control: CaseEnforcerControl = {
       mode,
@@ -96,6 +98,9 @@ export function runNetpolConformanceSuite(options: NetpolConformanceOptions): vo
     }, SETUP_TIMEOUT_MS);
 
     afterAll(async () => {
+      if (explainTally.checks > 0) {
+        console.info(`netpol conformance: ${options.name}: explain matched the probe on all ${explainTally.pairs} pairs of ${explainTally.checks} checks`);
+      }
       const errors: unknown[] = [];
       await enforcer?.stop().catch((error: unknown) => errors.push(error));
       await world?.stop().catch((error: unknown) => errors.push(error));
@@ -107,7 +112,7 @@ export function runNetpolConformanceSuite(options: NetpolConformanceOptions): vo
       current = undefined;
       if (!world || !enforcer || !finished) return;
       world.reset();
-      const baseline = new CaseContext(`back to baseline after "${finished.caseName}"`, world, facade, contextOptions(options), control);
+      const baseline = new CaseContext(`back to baseline after "${finished.caseName}"`, world, facade, { ...contextOptions(options), explainTally }, control);
       await baseline.check(new Reachability().expectAll(mode !== 'isolate-unselected'), { ports: [80], protocols: ['TCP'] });
     }, CASE_TIMEOUT_MS);
 
@@ -125,7 +130,7 @@ export function runNetpolConformanceSuite(options: NetpolConformanceOptions): vo
           expect(world, 'the world did not start').toBeDefined();
           expect(enforcer, 'the enforcer did not start').toBeDefined();
           if (!world || !enforcer) return;
-          current = new CaseContext(conformanceCase.name, world, facade, contextOptions(options), control);
+          current = new CaseContext(conformanceCase.name, world, facade, { ...contextOptions(options), explainTally }, control);
           await conformanceCase.run(current);
         },
         CASE_TIMEOUT_MS,

@@ -1,0 +1,4 @@
+import { runNetpolVerdictCounterSuite } from '@kube-router/netpol-testing';
+import { iptablesBackend } from './testing/backend.js';
+
+runNetpolVerdictCounterSuite(iptablesBackend);

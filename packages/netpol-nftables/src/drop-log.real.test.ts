@@ -1,0 +1,4 @@
+import { runNetpolDropLogSuite } from '@kube-router/netpol-testing';
+import { nftablesBackend } from './testing/backend.js';
+
+runNetpolDropLogSuite(nftablesBackend);
