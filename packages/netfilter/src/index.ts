@@ -73,5 +73,7 @@ export type {
   IpvsServiceStats,
   IpvsVirtualServer,
 } from './ipvs-rules.js';
-export { LINKTYPE_NFLOG, NflogDecodeError, PcapNflogDecoder, decodeIpPacket, decodeNflogRecord, startNflogReader } from './nflog.js';
+export { LINKTYPE_NFLOG, NflogDecodeError, PcapNflogDecoder, decodeIpPacket, decodeNflogRecord, killLeftoverNflogReaders, startNflogReader } from './nflog.js';
 export type { NflogChunk, NflogPacket, NflogReader, NflogReaderEnd, NflogReaderOptions } from './nflog.js';
+export { killLeftoverProcesses } from './leftovers.js';
+export type { LeftoverProcessQuery } from './leftovers.js';

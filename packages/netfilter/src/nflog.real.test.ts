@@ -1,8 +1,8 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CommandRegistry } from './exec-runner.js';
-import { startNflogReader } from './nflog.js';
+import { killLeftoverNflogReaders, startNflogReader } from './nflog.js';
 import type { NflogPacket, NflogReader } from './nflog.js';
 import { missingForRealTests, useTestNetns } from './testing/netns.js';
 
@@ -88,6 +88,28 @@ describe.skipIf(missing !== undefined)(`NFLOG reader through tcpdump${missing ? 
     expect(end.stopped).toBe(false);
     expect(end.code).not.toBe(0);
     expect(end.reason).toMatch(/tcpdump -i nflog:100 .*exited with code \d+; stderr: .+/);
+  }, 30_000);
+
+  it('kills the reader an earlier agent left on the group, and only that one, so that a new reader can listen', async () => {
+    // What an agent killed with SIGKILL leaves: its tcpdump, detached in its own group, still holding the group.
+    const orphan = startNflogReader({ group: 100, netns: netns.name, onPacket: () => undefined, registry: new CommandRegistry() });
+    await orphan.listening;
+    // An operator's own capture of another group, with other arguments, is none of ours.
+    const operator = spawn('ip', ['netns', 'exec', netns.name, 'tcpdump', '-i', 'nflog:101', '-w', '/dev/null'], { stdio: 'ignore', detached: true });
+    try {
+      const refused = startNflogReader({ group: 100, netns: netns.name, onPacket: () => undefined });
+      await expect(refused.listening).rejects.toThrow();
+      const killed = await killLeftoverNflogReaders(100, netns.name);
+      expect(killed).toHaveLength(1);
+      expect((await orphan.ended).signal).toBe('SIGKILL');
+      expect(operator.exitCode).toBeNull();
+      reader = startNflogReader({ group: 100, netns: netns.name, onPacket: () => undefined });
+      await reader.listening;
+      // Another namespace's reader of the same group is not this namespace's leftover.
+      expect(await killLeftoverNflogReaders(100)).toEqual([]);
+    } finally {
+      operator.kill('SIGKILL');
+    }
   }, 30_000);
 
   it('ends at once with the reason when tcpdump is missing, and is stopped by its registry', async () => {

@@ -3,6 +3,7 @@ import type { ChildProcess } from 'node:child_process';
 import ipaddr from 'ipaddr.js';
 import type { IpFamily } from './family.js';
 import { runningCommands } from './exec-runner.js';
+import { killLeftoverProcesses } from './leftovers.js';
 import type { CommandRegistry } from './exec-runner.js';
 
 /** One packet a netfilter rule logged to an NFLOG group, decoded down to its transport ports. */
@@ -242,6 +243,23 @@ export interface NflogReader {
 const STDERR_KEPT_BYTES = 4000;
 const STOP_GRACE_MS = 2_000;
 
+function readerArgs(group: number): string[] {
+  return ['-i', `nflog:${group}`, '-n', '-U', '--immediate-mode', '-w', '-'];
+}
+
+/**
+ * Kills the tcpdump of a reader an earlier agent left behind on this group and network namespace (an agent killed
+ * with SIGKILL cannot end its reader's process group): the kernel binds a group to one socket, so it would keep the
+ * successor's reader out. Only a tcpdump with exactly the reader's arguments is touched, never one an operator runs.
+ */
+export function killLeftoverNflogReaders(group: number, netns?: string): Promise<number[]> {
+  const args = readerArgs(group);
+  return killLeftoverProcesses({
+    ...(netns !== undefined && { netns }),
+    matches: (argv) => argv[0]?.endsWith('tcpdump') === true && argv.slice(1, 1 + args.length).join('\0') === args.join('\0'),
+  });
+}
+
 /**
  * Reads an NFLOG group through tcpdump (libpcap's `nflog:<group>` device): no kernel module or daemon of our own, and
  * nothing runs until a reader is started. tcpdump writes the capture to stdout unbuffered (`-U`, `--immediate-mode`)
@@ -252,7 +270,7 @@ export function startNflogReader(options: NflogReaderOptions): NflogReader {
   const tcpdump = options.tcpdump ?? 'tcpdump';
   // No small snap length (-s): libpcap's nflog reads the kernel's batches into a buffer of that size, and a batch of
   // several packets larger than it is lost (measured: 4 of 5 packets read with -s 256).
-  const args = ['-i', `nflog:${options.group}`, '-n', '-U', '--immediate-mode', '-w', '-'];
+  const args = readerArgs(options.group);
   const [file, argv] = options.netns
     ? [options.ipCommand ?? 'ip', ['netns', 'exec', options.netns, tcpdump, ...args]]
     : [tcpdump, args];

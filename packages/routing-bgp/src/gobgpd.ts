@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { lstatSync, mkdirSync, unlinkSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { readdir, readFile, stat } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import type { Logger } from 'pino';
+import { killLeftoverProcesses } from '@kube-router/netfilter';
 
 export interface GobgpdSupervisorOptions {
   /** Default `gobgpd`. */
@@ -191,30 +191,10 @@ export class GobgpdSupervisor {
  */
 export async function killOurGobgpd(options: Pick<GobgpdSupervisorOptions, 'apiHosts' | 'netns'>): Promise<number[]> {
   const wantedArg = `--api-hosts=${options.apiHosts.join(',')}`;
-  const wantedNetns = await netnsInode(options.netns ? `/run/netns/${options.netns}` : '/proc/self/ns/net');
-  const killed: number[] = [];
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const pid = Number(entry);
-    if (pid === process.pid) continue;
-    let argv: string[];
-    try {
-      argv = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0');
-    } catch {
-      continue;
-    }
-    if (!argv[0]?.endsWith('gobgpd') || !argv.includes(wantedArg)) continue;
-    if ((await netnsInode(`/proc/${pid}/ns/net`)) !== wantedNetns) continue;
-    try {
-      process.kill(pid, 'SIGKILL');
-      killed.push(pid);
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  // Let the kernel release the listening sockets of what was killed before a new gobgpd binds them.
-  for (const pid of killed) await waitGone(pid, 2_000);
-  return killed;
+  return killLeftoverProcesses({
+    ...(options.netns !== undefined && { netns: options.netns }),
+    matches: (argv) => argv[0]?.endsWith('gobgpd') === true && argv.includes(wantedArg),
+  });
 }
 
 /**
@@ -235,22 +215,3 @@ function removeStaleSockets(apiHosts: readonly string[]): void {
   }
 }
 
-async function netnsInode(path: string): Promise<number | undefined> {
-  try {
-    return (await stat(path)).ino;
-  } catch {
-    return undefined;
-  }
-}
-
-async function waitGone(pid: number, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    try {
-      process.kill(pid, 0);
-    } catch {
-      return;
-    }
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}

@@ -1,5 +1,5 @@
 import { Backoff } from '@kube-router/kube';
-import { startNflogReader } from '@kube-router/netfilter';
+import { killLeftoverNflogReaders, startNflogReader } from '@kube-router/netfilter';
 import type { NflogPacket, NflogReader, NflogReaderOptions } from '@kube-router/netfilter';
 import { parseIp } from '../cidr.js';
 import { isPodActionable, podIps } from '../pods.js';
@@ -97,7 +97,18 @@ export class DropLog {
     if (this.#running) return;
     this.#running = true;
     this.#unsubscribe = this.#deps.onChange(() => (this.#podsByIp = undefined));
-    this.#startReader();
+    if (this.#deps.startReader) {
+      this.#startReader();
+      return;
+    }
+    // The kernel gives a group to one reader: one an agent killed with SIGKILL left behind must go first.
+    const where = this.#options.netns === undefined ? {} : { netns: this.#options.netns };
+    void killLeftoverNflogReaders(NFLOG_GROUP, this.#options.netns)
+      .then(
+        (killed) => killed.length > 0 && this.#deps.logger.info({ killed, ...where }, 'drop log: killed the NFLOG reader an earlier agent left'),
+        (error: unknown) => this.#deps.logger.warn({ err: error, ...where }, 'drop log: could not look for a leftover NFLOG reader'),
+      )
+      .finally(() => this.#startReader());
   }
 
   /** Stops tcpdump and writes the summaries still held back. */
