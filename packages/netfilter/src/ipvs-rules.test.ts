@@ -96,6 +96,18 @@ SCTP 10.0.0.5:9                          0        0        0        0        0
 });
 
 describe('parseIpvsConnectionTable', () => {
+  it('keeps only the entries of one virtual service when asked, whatever the other columns hold', () => {
+    const table = [
+      'TCP 01:58  TIME_WAIT   10.244.0.5:51234   10.96.0.10:80      10.244.0.3:8080',
+      'TCP 01:58  TIME_WAIT   10.244.0.5:51235   10.96.0.10:8080    10.244.0.3:80',
+      'UDP 04:59  UDP         10.244.0.5:40000   10.96.0.10:80      10.244.0.3:8080',
+      'UDP 04:59  UDP         [fd00:10:244::5]:40000 [fd00:10:96::a]:53 [fd00:10:244::3]:53',
+    ].join('\n');
+    expect(parseIpvsConnectionTable(table, { protocol: 'tcp', address: '10.96.0.10', port: 80 }).map((entry) => entry.client.port)).toEqual([51234]);
+    expect(parseIpvsConnectionTable(table, { protocol: 'udp', address: 'fd00:10:96::a', port: 53 }).map((entry) => entry.client.port)).toEqual([40000]);
+    expect(parseIpvsConnectionTable(table, { protocol: 'tcp', address: '10.96.0.1', port: 80 })).toEqual([]);
+  });
+
   it('reads each connection with its client, virtual service and real server, persistence templates included', () => {
     // The layout of ipvsadm 1.31 `-Lcn`; the guest test (proxy-ipvs) reads a real kernel's table through it.
     const table = [

@@ -243,14 +243,19 @@ export function parseIpvsConnections(text: string): IpvsDestinationConnections[]
 
 /**
  * Parses `ipvsadm -Lcn`: the connection table, one entry per line after the two heading lines. Lines of protocols
- * this model does not know (firewall-mark templates print `IP`) are skipped.
+ * this model does not know (firewall-mark templates print `IP`) are skipped, and so, with `virtual`, are the entries
+ * of other virtual services.
  */
-export function parseIpvsConnectionTable(text: string): IpvsConnectionEntry[] {
+export function parseIpvsConnectionTable(text: string, virtual?: IpvsServiceKey): IpvsConnectionEntry[] {
   const out: IpvsConnectionEntry[] = [];
+  // ipvsadm prints the virtual address as canonicalIpvsAddress spells it: a line without it is skipped unparsed.
+  const needle = virtual && ` ${virtual.address.includes(':') ? `[${virtual.address}]` : virtual.address}:${virtual.port} `;
   for (const line of text.split('\n')) {
+    if (needle !== undefined && !line.includes(needle)) continue;
     const words = line.trim().split(/\s+/);
     const protocol = LIST_PROTOCOL[words[0] ?? ''];
     if (!protocol || words.length < 6) continue;
+    if (virtual && protocol !== virtual.protocol) continue;
     const [minutes = '0', seconds = '0'] = (words[1] as string).split(':');
     out.push({
       protocol,

@@ -2,7 +2,7 @@ import { CommandError } from './command.js';
 import type { CommandResult, CommandRunner } from './command.js';
 import { Mutex } from './mutex.js';
 import { parseIpvsConnectionTable, parseIpvsConnections, parseIpvsSave, parseIpvsStats } from './ipvs-rules.js';
-import type { IpvsConnectionEntry, IpvsDestinationConnections, IpvsServiceStats, IpvsVirtualServer } from './ipvs-rules.js';
+import type { IpvsConnectionEntry, IpvsDestinationConnections, IpvsServiceKey, IpvsServiceStats, IpvsVirtualServer } from './ipvs-rules.js';
 
 export interface IpvsadmOptions {
   readonly runner: CommandRunner;
@@ -84,9 +84,12 @@ export class Ipvsadm {
     return parseIpvsConnections((await this.run(['-L', '-n'])).stdout);
   }
 
-  /** The connection table (`ipvsadm -Lcn`): which real server each client connection went to. */
-  async connectionTable(): Promise<IpvsConnectionEntry[]> {
-    return parseIpvsConnectionTable((await this.run(['-L', '-c', '-n'])).stdout);
+  /**
+   * The connection table (`ipvsadm -Lcn`): which real server each client connection went to; only the entries of
+   * `virtual` when given (the rest are skipped before they are parsed: a busy node's table is long).
+   */
+  async connectionTable(virtual?: IpvsServiceKey): Promise<IpvsConnectionEntry[]> {
+    return parseIpvsConnectionTable((await this.run(['-L', '-c', '-n'])).stdout, virtual);
   }
 
   /** Per virtual service counters since it was created (`ipvsadm -Ln --stats --exact`). */

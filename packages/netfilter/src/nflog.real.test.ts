@@ -70,11 +70,9 @@ describe.skipIf(missing !== undefined)(`NFLOG reader through tcpdump${missing ? 
     for (const packet of packets) expect(Math.abs(packet.time.getTime() - Date.now())).toBeLessThan(10_000);
     console.info(`nflog reader: listening after ${Math.round(listeningMs)} ms, ${packets.length} packets read`);
 
-    const stopping = performance.now();
+    // tcpdump ends on the SIGTERM with code 0: a SIGKILL after the grace would end it with that signal instead.
     const end = await reader.stop();
     expect(end).toMatchObject({ stopped: true, signal: null, code: 0 });
-    // tcpdump ends on the SIGTERM: no wait for the SIGKILL.
-    expect(performance.now() - stopping).toBeLessThan(1_500);
   }, 30_000);
 
   it('ends, saying why, when tcpdump cannot read the group', async () => {

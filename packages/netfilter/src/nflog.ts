@@ -350,15 +350,23 @@ export function startNflogReader(options: NflogReaderOptions): NflogReader {
       terminate();
       return;
     }
+    // A handler's bug must not become an uncaught exception of the agent: a packet's is told as a skipped record,
+    // and one of onSkipped itself is dropped.
+    const skip = (error: NflogDecodeError) => {
+      try {
+        options.onSkipped?.(error);
+      } catch {
+        // Nothing left to tell it to.
+      }
+    };
     for (const packet of decoded.packets) {
       try {
         options.onPacket(packet);
       } catch (error) {
-        // A handler's bug must not become an uncaught exception of the agent: it is told as a skipped record.
-        options.onSkipped?.(new NflogDecodeError(`the packet's handler failed: ${error instanceof Error ? error.message : String(error)}`));
+        skip(new NflogDecodeError(`the packet's handler failed: ${error instanceof Error ? error.message : String(error)}`));
       }
     }
-    for (const error of decoded.skipped) options.onSkipped?.(error);
+    for (const error of decoded.skipped) skip(error);
   });
   // A pipe that fails is followed by the process's close, which says how it ended.
   child.stdout!.on('error', () => undefined);

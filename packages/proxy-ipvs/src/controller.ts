@@ -2,9 +2,9 @@ import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node
 import { createSyncController, messageOf, SyncFailures, SyncWarnings } from '@kube-router/controller';
 import type { Controller, PluginContext, ServiceFlow, ServicePath, SyncContext } from '@kube-router/controller';
 import { inCidrs, parseCidrs, strictServiceAddressRanges } from '@kube-router/kube';
-import type { CommandRunner } from '@kube-router/netfilter';
+import type { CommandRunner, IpvsServiceKey } from '@kube-router/netfilter';
 import { Dataplane } from './dataplane.js';
-import { explainServicePath } from './explain.js';
+import { explainServicePath, virtualServerOf } from './explain.js';
 import { FirewallStage } from './firewall-stage.js';
 import { HairpinStage } from './hairpin-stage.js';
 import { HealthCheckServers } from './health-check-servers.js';
@@ -85,9 +85,9 @@ export function createProxyController(ctx: PluginContext, deps: ProxyControllerD
     lastSync: () => proxy.report,
     desired: () => proxy.desired,
     explainServiceFlow: async (flow: ServiceFlow) => {
-      const path = explainServicePath(proxy.desired, [], flow);
-      // The connection table is read only for a flow to one of our Services: it can be long on a busy node.
-      return path && explainServicePath(proxy.desired, await proxy.connectionTable(), flow);
+      const server = virtualServerOf(proxy.desired, flow);
+      // Read only for a flow to one of our Services, and only its entries parsed: a busy node's table is long.
+      return server && explainServicePath(proxy.desired, await proxy.connectionTable(server.service), flow);
     },
   });
 }
@@ -149,8 +149,8 @@ class ProxySync {
   }
 
   /** IPVS's connection table: which real server each client connection went to. */
-  connectionTable() {
-    return this.#dataplane.ipvs.connectionTable();
+  connectionTable(virtual: IpvsServiceKey) {
+    return this.#dataplane.ipvsConnections.connectionTable(virtual);
   }
 
   /** Lets the sync ask for the next one while real servers drain. */

@@ -1,4 +1,4 @@
-import { IpRoute2, Ipset, IpsetScript, Iptables, Ipvsadm, renderIptablesRestore } from '@kube-router/netfilter';
+import { IpRoute2, Ipset, IpsetScript, Iptables, Ipvsadm, Mutex, renderIptablesRestore } from '@kube-router/netfilter';
 import type { CommandRunner, IpFamily, IpsetSpec, IpvsVirtualServer, SavedChain, SavedIpset, SavedTable } from '@kube-router/netfilter';
 import { DUMMY_INTERFACE, FIREWALL_CHAIN, LOCAL_IPS_SET, MASQUERADE_CHAIN, SERVICE_IPS_SET, SERVICE_IP_PORTS_SET, familySetName } from './names.js';
 import type { DesiredVirtualServer } from './model.js';
@@ -71,6 +71,11 @@ export function proxySets(family: IpFamily, members: ProxySetMembers): (ProxySet
 /** The kernel tools of the proxy, each a thin wrapper over a netfilter runner, one place that knows their syntax. */
 export class Dataplane {
   readonly ipvs: Ipvsadm;
+  /**
+   * Reads IPVS's connection table for `kube-router explain`: a lock of its own, so that a request never waits behind
+   * a sync's writes (nor holds them up while a long table is listed); reading needs no turn with the writers.
+   */
+  readonly ipvsConnections: Ipvsadm;
   readonly ip: IpRoute2;
   readonly ipset: Ipset;
   readonly iptables: Partial<Record<IpFamily, Iptables>>;
@@ -80,6 +85,7 @@ export class Dataplane {
     this.#options = options;
     const common = { runner: options.runner, timeoutMs: options.timeoutMs, ...(options.netns !== undefined && { netns: options.netns }) };
     this.ipvs = new Ipvsadm(common);
+    this.ipvsConnections = new Ipvsadm({ ...common, lock: new Mutex() });
     this.ip = new IpRoute2(common);
     this.ipset = new Ipset(common);
     this.iptables = {};

@@ -16,10 +16,9 @@ export function explainServicePath(
   table: readonly IpvsConnectionEntry[],
   flow: ServiceFlow,
 ): ServicePath | undefined {
-  const protocol = PROTOCOLS[flow.protocol];
-  const address = canonicalAddress(flow.destination);
-  const server = desired.get(ipvsServiceId({ protocol, address, port: flow.port }));
+  const server = virtualServerOf(desired, flow);
   if (!server) return undefined;
+  const { protocol, address } = server.service;
   const source = flow.source === undefined ? undefined : canonicalAddress(flow.source);
   const { service } = server;
   const persistence = service.persistentSeconds === undefined ? '' : ` persistent ${service.persistentSeconds} s`;
@@ -39,6 +38,11 @@ export function explainServicePath(
       )
       .map((entry) => ({ client: entry.client, endpoint: entry.destination, state: entry.state })),
   };
+}
+
+/** The virtual server the proxy programmed for the flow's destination, port and protocol; undefined when none. */
+export function virtualServerOf(desired: ReadonlyMap<string, DesiredVirtualServer>, flow: ServiceFlow): DesiredVirtualServer | undefined {
+  return desired.get(ipvsServiceId({ protocol: PROTOCOLS[flow.protocol], address: canonicalAddress(flow.destination), port: flow.port }));
 }
 
 function canonicalAddress(text: string): string {

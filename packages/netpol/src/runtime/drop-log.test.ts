@@ -67,6 +67,7 @@ describe('DropLog', () => {
       { events: false, intervalMs: 10_000, netns: 'krt-node', ...options },
       {
         logger,
+        nodeName: 'node-a',
         pods: () => pods,
         onChange: (handler) => {
           podsChanged = handler;
@@ -170,6 +171,11 @@ describe('DropLog', () => {
       // On its way out of the cluster: the sending pod's.
       'other/client PolicyDrop: network policy dropped TCP from 10.0.0.3 (other/client) to 192.0.2.1:443',
     ]);
+    // To a pod on another node, rejected here: the local sender's egress, not the remote pod whose policies let it in.
+    pods.push({ ...pod('web', 'remote', '10.0.1.5'), spec: { nodeName: 'node-b' } });
+    podsChanged();
+    readers.send({ src: '10.0.0.3', dst: '10.0.1.5', dstPort: 8080 });
+    expect(events.at(-1)).toBe('other/client PolicyDrop: network policy dropped TCP from 10.0.0.3 (other/client) to 10.0.1.5 (web/remote):8080');
     await log.stop();
   });
 

@@ -30,6 +30,8 @@ export interface DropLogOptions {
 
 export interface DropLogDeps {
   readonly logger: DropLogLogger;
+  /** This node: an Event goes on the pod here whose chain rejected the packet. */
+  readonly nodeName?: string;
   /** The cluster's pods: the drop's addresses are named by them. */
   pods(): readonly PodLike[];
   /** Calls `handler` after pods changed; returns a function that removes it. */
@@ -57,6 +59,12 @@ export interface DropRecord {
   readonly prefix?: string;
 }
 
+/** A pod as the drop log names it, and where it runs. */
+interface PodName {
+  readonly id: string;
+  readonly node: string | undefined;
+}
+
 interface Window {
   readonly record: DropRecord;
   readonly closesAt: number;
@@ -80,7 +88,7 @@ export class DropLog {
   /** One timer for the first window to close, not one per pair. */
   #windowTimer: NodeJS.Timeout | undefined;
   #overflow = 0;
-  #podsByIp: Map<string, string> | undefined;
+  #podsByIp: Map<string, PodName> | undefined;
   #unsubscribe: (() => void) | undefined;
   #reader: NflogReader | undefined;
   #restartTimer: NodeJS.Timeout | undefined;
@@ -118,6 +126,8 @@ export class DropLog {
     clearTimeout(this.#restartTimer);
     this.#unsubscribe?.();
     this.#unsubscribe = undefined;
+    // Pod events are not followed while stopped: a later start names pods afresh.
+    this.#podsByIp = undefined;
     const reader = this.#reader;
     this.#reader = undefined;
     await reader?.stop();
@@ -129,8 +139,8 @@ export class DropLog {
     const src = parseIp(packet.src)?.text ?? packet.src;
     const dst = parseIp(packet.dst)?.text ?? packet.dst;
     const pods = this.#pods();
-    const srcPod = pods.get(src);
-    const dstPod = pods.get(dst);
+    const srcPod = pods.get(src)?.id;
+    const dstPod = pods.get(dst)?.id;
     const record: DropRecord = {
       src,
       dst,
@@ -177,8 +187,14 @@ export class DropLog {
   #write(record: DropRecord): void {
     this.#deps.logger.info({ ...record }, 'packet dropped by network policy');
     if (!this.#options.events) return;
-    // On the pod the packet was meant for; a drop on its way out of the cluster is the sending pod's.
-    const target = record.dstPod ?? record.srcPod;
+    // On the pod whose chain on this node rejected it: the destination's (ingress) when it runs here, else the
+    // source's (egress; a pod elsewhere allowed it, and a drop on its way out of the cluster is the sender's).
+    const pods = this.#pods();
+    const here = (ip: string) => {
+      const pod = pods.get(ip);
+      return pod !== undefined && (this.#deps.nodeName === undefined || pod.node === this.#deps.nodeName) ? pod.id : undefined;
+    };
+    const target = here(record.dst) ?? here(record.src) ?? record.dstPod ?? record.srcPod;
     if (target === undefined || !this.#deps.warnPod) return;
     const [namespace = '', name = ''] = target.split('/');
     const port = record.port === undefined ? '' : `:${record.port}`;
@@ -213,13 +229,13 @@ export class DropLog {
   }
 
   /** Pod addresses to `namespace/name`, rebuilt after pods changed (only when drops come). */
-  #pods(): Map<string, string> {
+  #pods(): Map<string, PodName> {
     if (this.#podsByIp) return this.#podsByIp;
-    const byIp = new Map<string, string>();
+    const byIp = new Map<string, PodName>();
     for (const pod of this.#deps.pods()) {
       if (!isPodActionable(pod)) continue;
-      const id = `${pod.metadata?.namespace}/${pod.metadata?.name}`;
-      for (const ip of podIps(pod)) byIp.set(ip.text, id);
+      const name = { id: `${pod.metadata?.namespace}/${pod.metadata?.name}`, node: pod.spec?.nodeName };
+      for (const ip of podIps(pod)) byIp.set(ip.text, name);
     }
     this.#podsByIp = byIp;
     return byIp;

@@ -65,6 +65,7 @@ function createDropLog(ctx: PluginContext, options: ResolvedNetpolOptions, sourc
     { ...(options.netns === undefined ? {} : { netns: options.netns }), events: options.dropLogEvents, intervalMs: options.dropLogIntervalMs },
     {
       logger: ctx.logger,
+      nodeName: ctx.nodeName,
       pods: () => sources.pods(),
       onChange: (handler) => kube.informers.onChange('pods', handler),
       warnPod(namespace, name, reason, message) {
