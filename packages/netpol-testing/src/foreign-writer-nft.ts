@@ -190,7 +190,8 @@ export const nftWriter: ForeignWriter = {
       .filter((table) => AGENT_TABLE.test(table.name))
       .sort((a, b) => `${a.family} ${a.name}`.localeCompare(`${b.family} ${b.name}`));
     const parts: string[] = [];
-    for (const table of agentTables) parts.push(...normalizedTable(await readOrThrow(netns, 'nft', ['-j', 'list', 'table', table.family, table.name])));
+    // Stateless (-s): the rules' counters count the test's own traffic, which is no change of what was written.
+    for (const table of agentTables) parts.push(...normalizedTable(await readOrThrow(netns, 'nft', ['-s', '-j', 'list', 'table', table.family, table.name])));
     return parts.join('\n');
   },
 };
