@@ -43,6 +43,10 @@ describe('the metrics server without --enable-explain', () => {
     });
     try {
       expect((await fetch(`${new URL(servers.metricsUrl!).origin}/explain?from=a/b&to=c/d&port=80`)).status).toBe(404);
+      // What the command says of such an agent: the flag it lacks, not fastify's "Not Found".
+      let stderr = '';
+      const code = await runExplain(['--from', 'a/b', '--to', 'c/d:80', '--agent', new URL(servers.metricsUrl!).origin], { stdout: () => undefined, stderr: (text) => (stderr += text) });
+      expect({ code, stderr }).toEqual({ code: 2, stderr: expect.stringContaining('no /explain here: is the agent started with --enable-explain and the firewall on?') });
     } finally {
       await servers.close();
     }

@@ -169,8 +169,17 @@ function servicePathReply(replies: readonly AgentReply[], from: ExplainEndpoint)
 /** A flow to a Service: its verdict is its endpoints', all of them (a Service without endpoints answers nobody). */
 export function withService(merged: MergedExplanation, service: ServiceExplanation): MergedExplanation {
   const verdicts = new Set(service.endpoints.map(({ explanation }) => (typeof explanation === 'string' ? 'undecided' : explanation.verdict)));
+  // An endpoint no agent asked decides may allow the flow or not: with one, the whole is undecided.
   const verdict =
-    verdicts.size === 0 ? 'denied' : verdicts.size === 1 ? ([...verdicts][0] as MergedExplanation['verdict']) : verdicts.has('allowed') ? 'partly' : verdicts.has('undecided') ? 'undecided' : 'denied';
+    verdicts.size === 0
+      ? 'denied'
+      : verdicts.has('undecided')
+        ? 'undecided'
+        : verdicts.size === 1
+          ? ([...verdicts][0] as MergedExplanation['verdict'])
+          : verdicts.has('allowed')
+            ? 'partly'
+            : 'denied';
   return { ...merged, verdict, service };
 }
 
@@ -195,11 +204,12 @@ async function ask(agent: string, query: URLSearchParams, timeoutMs: number): Pr
     const response = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
     const body = (await response.json().catch(() => undefined)) as { error?: unknown } | ExplainAnswer | undefined;
     if (response.ok && body && 'explanation' in body) return { agent, answer: body };
+    // Fastify's own 404 has an `error` field too ("Not Found"): the route's absence is said first.
     const error =
-      body && 'error' in body && typeof body.error === 'string'
-        ? body.error
-        : response.status === 404
-          ? 'no /explain here: is the agent started with --enable-explain and the firewall on?'
+      response.status === 404
+        ? 'no /explain here: is the agent started with --enable-explain and the firewall on?'
+        : body && 'error' in body && typeof body.error === 'string'
+          ? body.error
           : `HTTP ${response.status}`;
     return { agent, error, status: response.status };
   } catch (error) {
@@ -299,6 +309,8 @@ function describeDirection(which: 'egress' | 'ingress', pod: string | undefined,
         : `DENIED: no rule allows it; ${isolating}`;
     case 'fail-closed':
       return `DENIED (fail closed): ${(direction.failedPolicies ?? []).join(', ') || 'a policy'} could not be compiled or programmed; ${isolating}`;
+    case 'default-deny':
+      return `DENIED (default deny): ${pod ?? 'this address'} is in the node's pod CIDRs but was not yet a pod at the last sync, so it has no rules`;
   }
 }
 

@@ -3,9 +3,10 @@ import { describe, expect, it } from 'vitest';
 import { compileNetworkPolicies } from './compiler.js';
 import { evaluateFlow } from './evaluate.js';
 import { explainFlow, FlowInputError } from './explain.js';
-import type { Flow } from './explain.js';
+import type { ExplainOptions, Flow } from './explain.js';
 import { clusterArb, IPS } from './testing/arbitraries.js';
 import { NODE, namespace, pod, policy } from './testing/fixtures.js';
+import { oracleFlow } from './testing/oracle.js';
 
 const pods = [
   pod('prod/web', { ips: ['10.0.0.1', 'fd00::1'], labels: { app: 'web' }, ports: [{ name: 'http', port: 8080 }] }),
@@ -60,6 +61,20 @@ describe('explainFlow', () => {
     expect(closed).toMatchObject({ allowed: false, egress: { verdict: 'denied' }, ingress: { verdict: 'denied' } });
   });
 
+  it('with default deny, rejects an address of the pod CIDRs that is no pod of the model, except the node\'s own', () => {
+    const defaultDeny = { podCidrs: ['10.0.0.0/24'], isNodeAddress: (ip: string) => ip === '10.0.0.254' };
+    // 10.0.0.50 started after the sync: not in the model, not in the kernel's local pods set.
+    expect(explainFlow(model, flow('10.0.0.50', '10.0.0.9'), new Set(), { defaultDeny })).toEqual({
+      allowed: false,
+      egress: { verdict: 'default-deny', policies: [], failedPolicies: [] },
+      ingress: { verdict: 'not-isolated', pod: 'dev/free', policies: [], failedPolicies: [] },
+    });
+    expect(explainFlow(model, flow('10.0.0.9', '10.0.0.50'), new Set(), { defaultDeny })).toMatchObject({ allowed: false, ingress: { verdict: 'default-deny' } });
+    expect(explainFlow(model, flow('10.0.0.254', '10.0.0.9'), new Set(), { defaultDeny })).toMatchObject({ allowed: true, egress: { verdict: 'not-local' } });
+    expect(explainFlow(model, flow('10.0.1.5', '10.0.0.9'), new Set(), { defaultDeny })).toMatchObject({ allowed: true, egress: { verdict: 'not-local' } });
+    expect(explainFlow(model, flow('10.0.0.50', '10.0.0.9'))).toMatchObject({ allowed: true, egress: { verdict: 'not-local' } });
+  });
+
   it('fails closed the pods of a policy the kernel refused, naming it', () => {
     const answer = explainFlow(model, flow('10.0.1.5', '10.0.0.1'), new Set(['prod/web-ingress']));
     expect(answer.allowed).toBe(false);
@@ -99,21 +114,36 @@ describe('explainFlow properties', () => {
     })
     .filter(({ source, destination }) => source.includes(':') === destination.includes(':'));
 
-  it('evaluateFlow is its view: the same verdicts, and the explanation is consistent with them', () => {
+  const optionsArb = fc.record({
+    refused: fc.boolean(),
+    isolateUnselectedPods: fc.boolean(),
+    defaultDeny: fc.option(fc.subarray(['10.0.0.0/24', 'fd00::/64']), { nil: undefined }),
+  });
+
+  it('agrees with the oracle (NetworkPolicy restated from the policies\' side) on every flow and option', () => {
     fc.assert(
-      fc.property(clusterArb, fc.array(flowArb, { minLength: 1, maxLength: 10 }), (cluster, flows) => {
+      fc.property(clusterArb, optionsArb, fc.array(flowArb, { minLength: 1, maxLength: 10 }), (cluster, settings, flows) => {
         const compiled = compileNetworkPolicies({ nodeName: NODE, ...cluster });
+        const refused = new Set(settings.refused && compiled.policies[0] ? [compiled.policies[0].id] : []);
+        const options: ExplainOptions = {
+          isolateUnselectedPods: settings.isolateUnselectedPods,
+          // 10.0.0.1 plays the node's bridge gateway, inside the pod CIDR.
+          ...(settings.defaultDeny ? { defaultDeny: { podCidrs: settings.defaultDeny, isNodeAddress: (ip: string) => ip === '10.0.0.1' } } : {}),
+        };
         for (const candidate of flows) {
-          const verdict = evaluateFlow(compiled, candidate);
-          const explained = explainFlow(compiled, candidate);
-          expect(verdict.allowed).toBe(explained.allowed);
-          expect([verdict.egress, verdict.ingress]).toEqual([explained.egress.verdict, explained.ingress.verdict]);
-          for (const side of [explained.egress, explained.ingress]) {
-            // A rule exactly when allowed, and it belongs to a policy that isolates the pod.
-            expect(side.rule !== undefined).toBe(side.verdict === 'allowed');
-            if (side.rule) expect(side.policies).toContain(side.rule.policy);
-            expect(side.policies.length > 0).toBe(side.verdict === 'allowed' || side.verdict === 'denied' || side.verdict === 'fail-closed');
+          const explained = explainFlow(compiled, candidate, refused, options);
+          const expected = oracleFlow(compiled, candidate, refused, options);
+          expect(explained.allowed).toBe(expected.allowed);
+          for (const direction of ['egress', 'ingress'] as const) {
+            const side = explained[direction];
+            expect(side.verdict).toBe(expected[direction].verdict);
+            expect(side.policies).toEqual(expected[direction].policies);
+            // The rule named is the first that allows it, in policy id then spec order; none when not allowed.
+            expect(side.rule).toEqual(expected[direction].allowingRules[0]);
           }
+          // evaluateFlow, the renderers' reference, against the oracle with the default options.
+          const plain = oracleFlow(compiled, candidate);
+          expect(evaluateFlow(compiled, candidate)).toEqual({ allowed: plain.allowed, egress: plain.egress.verdict, ingress: plain.ingress.verdict });
         }
       }),
       { numRuns: 300 },

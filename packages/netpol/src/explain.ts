@@ -15,9 +15,10 @@ export interface Flow {
 /**
  * `not-local`: the pod on that side is not on this node (its own node decides); `not-isolated`: no policy isolates
  * it in that direction; `allowed` / `denied`: the policies decided; `fail-closed`: a policy for it failed to compile
- * or the kernel refused its rules.
+ * or the kernel refused its rules; `default-deny`: the address is in this node's pod CIDRs but is no pod of the
+ * applied model (a pod started since the last sync), and --netpol-default-deny's tail chain rejects it.
  */
-export type DirectionVerdict = 'not-local' | 'not-isolated' | 'allowed' | 'denied' | 'fail-closed';
+export type DirectionVerdict = 'not-local' | 'not-isolated' | 'allowed' | 'denied' | 'fail-closed' | 'default-deny';
 
 /** A rule of a policy: `spec.ingress[index]` or `spec.egress[index]` of the policy `namespace/name`. */
 export interface RuleRef {
@@ -54,6 +55,18 @@ export interface ExplainOptions {
    * chain does (podChainPlan).
    */
   readonly isolateUnselectedPods?: boolean;
+  /**
+   * --netpol-default-deny as the last sync applied it: the tail chain rejects a source or destination in `podCidrs`
+   * (this node's) that is not a pod of the model, unless it is an address of the node itself (`fib type local` /
+   * `addrtype LOCAL`, a bridge gateway inside the pod CIDR).
+   */
+  readonly defaultDeny?: DefaultDenyState;
+}
+
+/** The default-deny tail chain's inputs: this node's pod CIDRs, and which addresses are the node's own. */
+export interface DefaultDenyState {
+  readonly podCidrs: readonly string[];
+  readonly isNodeAddress?: (ip: string) => boolean;
 }
 
 /** A flow that is not one: a bad address, port or protocol. Callers show the message (HTTP 400, exit code 2). */
@@ -91,8 +104,8 @@ export function explainFlow(
   }
   const policies = new Map(model.policies.map((policy) => [policy.id, policy]));
   const context = { destination, flow, policies, failedPolicies, options };
-  const egress = decide('egress', podWithIp(model, source), destination, context);
-  const ingress = decide('ingress', podWithIp(model, destination), source, context);
+  const egress = decide('egress', podWithIp(model, source), source, destination, context);
+  const ingress = decide('ingress', podWithIp(model, destination), destination, source, context);
   return { allowed: passes(egress.verdict) && passes(ingress.verdict), egress, ingress };
 }
 
@@ -109,8 +122,11 @@ interface DecideContext {
   readonly options: ExplainOptions;
 }
 
-function decide(direction: Direction, pod: LocalPod | undefined, remote: ParsedIp, context: DecideContext): DirectionExplanation {
-  if (!pod) return { verdict: 'not-local', policies: [], failedPolicies: [] };
+function decide(direction: Direction, pod: LocalPod | undefined, own: ParsedIp, remote: ParsedIp, context: DecideContext): DirectionExplanation {
+  if (!pod) {
+    const verdict = rejectedByDefaultDeny(own, context.options.defaultDeny) ? 'default-deny' : 'not-local';
+    return { verdict, policies: [], failedPolicies: [] };
+  }
   const state = pod[direction];
   const base = { pod: pod.id, policies: state.policies };
   if (!state.isolated) {
@@ -125,6 +141,12 @@ function decide(direction: Direction, pod: LocalPod | undefined, remote: ParsedI
     if (rule) return { ...base, verdict: 'allowed', rule: { policy: id, direction, index: rule.index }, failedPolicies: [] };
   }
   return { ...base, verdict: 'denied', failedPolicies: [] };
+}
+
+/** The tail chain's rule for this side's address (`-s`/`saddr` for egress, `-d`/`daddr` for ingress): no pod of the model is assumed. */
+function rejectedByDefaultDeny(ip: ParsedIp, state: DefaultDenyState | undefined): boolean {
+  if (!state) return false;
+  return state.podCidrs.some((cidr) => cidrContainsIp(parseCidr(cidr), ip)) && state.isNodeAddress?.(ip.text) !== true;
 }
 
 function ruleAllows(rule: CompiledRule, remote: ParsedIp, { destination, flow }: DecideContext): boolean {

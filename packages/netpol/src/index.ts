@@ -26,7 +26,7 @@ export type { PolicyProblemReport } from './problem-reports.js';
 export { evaluateFlow } from './evaluate.js';
 export type { FlowVerdict } from './evaluate.js';
 export { explainFlow, FlowInputError } from './explain.js';
-export type { DirectionExplanation, DirectionVerdict, ExplainOptions, Flow, FlowExplanation, RuleRef } from './explain.js';
+export type { DefaultDenyState, DirectionExplanation, DirectionVerdict, ExplainOptions, Flow, FlowExplanation, RuleRef } from './explain.js';
 export { cidrFamily, peersInFamily, renderedOnRead } from './family.js';
 export type { FamilyPeers } from './family.js';
 export { isPodActionable } from './pods.js';

@@ -93,6 +93,7 @@ export function createNetpolController<PolicyRender extends { readonly id: strin
       failedPolicies: new Set(applied.failedPolicies.keys()),
       appliedAt: new Date(),
       writeFailures: [...applied.node.failures.keys()],
+      ...(options.defaultDeny ? { defaultDeny: { podCidrs } } : {}),
     };
     verdictCounters?.update(model, new Set(applied.failedPolicies.keys()));
     for (const [kind, names] of Object.entries(dataplane.takeDrift())) driftRepaired(kind, names);

@@ -76,6 +76,72 @@ describe('the explain service', () => {
   });
 });
 
+describe('the explain service with --netpol-default-deny', () => {
+  // Started after the last applied sync: in the cluster, not in the model nor in the kernel's local pods set.
+  const later = [...pods, pod('web/new', { ips: ['10.0.0.7'] })];
+  const gateway = '10.0.0.1';
+  const withDefaultDeny: AppliedModel = { ...applied, defaultDeny: { podCidrs: ['10.0.0.0/24', 'fd00::/64'] } };
+  const service = createExplainService(NODE, { pods: () => later }, {}, () => withDefaultDeny, (ip) => ip === gateway);
+
+  it('says the tail chain rejects a local address that was no pod at the last sync, either direction', () => {
+    expect(service.explain({ from: 'web/new', to: 'web/server', port: 80 })).toMatchObject({
+      ok: true,
+      answer: { from: { pod: 'web/new' }, explanation: { allowed: false, egress: { verdict: 'default-deny', policies: [] } } },
+    });
+    expect(service.explain({ from: 'web/client', to: '10.0.0.7', port: 80 })).toMatchObject({
+      ok: true,
+      answer: { to: { pod: 'web/new' }, explanation: { allowed: false, ingress: { verdict: 'default-deny' } } },
+    });
+    expect(service.explain({ from: 'fd00::77', to: 'web/server', port: 80 })).toMatchObject({
+      ok: true,
+      answer: { explanation: { allowed: false, egress: { verdict: 'default-deny' } } },
+    });
+  });
+
+  it("exempts the node's own addresses and addresses outside its pod CIDRs, as the kernel does", () => {
+    expect(service.explain({ from: gateway, to: 'web/server', port: 80 })).toMatchObject({
+      ok: true,
+      answer: { explanation: { egress: { verdict: 'not-local' }, ingress: { verdict: 'denied' } } },
+    });
+    expect(service.explain({ from: 'web/client', to: gateway, port: 80 })).toMatchObject({
+      ok: true,
+      answer: { explanation: { allowed: true, ingress: { verdict: 'not-local' } } },
+    });
+    expect(service.explain({ from: 'web/client', to: 'other/far', port: 80 })).toMatchObject({
+      ok: true,
+      answer: { explanation: { allowed: true, ingress: { verdict: 'not-local' } } },
+    });
+  });
+
+  it('says not-local for the same pod when the last sync did not apply default deny', () => {
+    const open = createExplainService(NODE, { pods: () => later }, {}, () => applied, () => false);
+    expect(open.explain({ from: 'web/new', to: 'web/client', port: 80 })).toMatchObject({
+      ok: true,
+      answer: { explanation: { allowed: true, egress: { verdict: 'not-local' } } },
+    });
+  });
+});
+
+describe('the explain service resolving addresses', () => {
+  // A finished pod keeps its IP in status after the IP went to another pod; listed first, as an informer may.
+  const withFinished = [pod('web/done', { ips: ['10.0.0.3'], phase: 'Succeeded' }), pod('web/old', { ips: ['10.0.0.2'], phase: 'Failed' }), ...pods];
+  const service = createExplainService(NODE, { pods: () => withFinished }, {}, () => applied);
+
+  it('names the pod that holds an address now, not a finished one', () => {
+    expect(service.explain({ from: '10.0.0.3', to: '10.0.0.2', port: 80 })).toMatchObject({
+      ok: true,
+      answer: { from: { pod: 'web/client' }, to: { pod: 'web/server' }, explanation: { allowed: true } },
+    });
+  });
+
+  it('still resolves a finished pod the user names', () => {
+    expect(service.explain({ from: 'web/done', to: 'web/server', port: 80 })).toMatchObject({
+      ok: true,
+      answer: { from: { input: 'web/done', ip: '10.0.0.3', pod: 'web/done' } },
+    });
+  });
+});
+
 describe('the netpol controller', () => {
   it('provides the explain service, answering from the model and refused policies it last applied', async () => {
     const ctx: PluginContext = {
@@ -141,5 +207,45 @@ describe('the netpol controller', () => {
     nodeFails = true;
     expect((await controller.runObservedSync('node refused')).ok).toBe(false);
     expect(service.explain(request)).toMatchObject({ ok: true, answer: { writeFailures: ['node/ipv4'], explanation: { allowed: true } } });
+  });
+
+  it('keeps the pod CIDRs the sync applied default deny with, for explain, and only with default deny on', async () => {
+    const ctx: PluginContext = {
+      nodeName: NODE,
+      logger: pino({ level: 'silent' }),
+      metrics: new AgentMetrics({ collectDefaultMetrics: false }),
+      health: new HealthRegistry({ defaultGraceMs: 5_000 }),
+      services: new ServiceRegistry(),
+    };
+    let current = pods;
+    const sources: NetpolSources = {
+      pods: () => current,
+      namespaces: () => namespaces,
+      policies: () => policies,
+      hasSynced: () => true,
+      onChange: () => () => undefined,
+      warnPolicy: () => undefined,
+      node: () => ({ metadata: { name: NODE }, spec: { podCIDRs: ['10.0.0.0/24'] } }),
+    };
+    const dataplane: NetpolDataplane<{ readonly id: string }, object> = {
+      metrics: new NetpolSyncMetrics(ctx.metrics.registry),
+      renderPolicy: (compiled) => ({ id: compiled.id }),
+      renderNode: () => ({}),
+      prepare: async () => undefined,
+      applyPolicies: async () => ({ failedPolicies: new Map() }),
+      applyNode: async () => ({ enforcing: true, failures: new Map(), written: {} }),
+      removeLeftovers: async () => undefined,
+      counts: () => ({ chains: 0, sets: 0 }),
+      takeDrift: () => ({}),
+    };
+    const controller = createNetpolController(ctx, { sources }, { defaultDeny: true, syncPeriodMs: 60_000, minSyncIntervalMs: undefined, syncTimeoutMs: undefined }, dataplane);
+    expect((await controller.runObservedSync('initial')).ok).toBe(true);
+    const service = ctx.services.get(netpolExplainServiceKey);
+    // Started since that sync: the kernel's tail chain rejects it until the next sync programs it.
+    current = [...pods, pod('web/new', { ips: ['10.0.0.7'] })];
+    const request = { from: 'web/new', to: 'web/client', port: 80 };
+    expect(service.explain(request)).toMatchObject({ ok: true, answer: { explanation: { allowed: false, egress: { verdict: 'default-deny' } } } });
+    expect((await controller.runObservedSync('pod started')).ok).toBe(true);
+    expect(service.explain(request)).toMatchObject({ ok: true, answer: { explanation: { allowed: true, egress: { verdict: 'not-isolated' } } } });
   });
 });

@@ -1,10 +1,11 @@
+import { networkInterfaces } from 'node:os';
 import { defineServiceKey } from '@kube-router/controller';
 import { parseIp } from '../cidr.js';
 import type { ParsedIp } from '../cidr.js';
 import { explainFlow, FlowInputError } from '../explain.js';
 import type { Flow, FlowExplanation } from '../explain.js';
 import type { IpFamily, PolicyModel, Protocol } from '../model.js';
-import { podIps } from '../pods.js';
+import { isPodActionable, podIps } from '../pods.js';
 import type { PodLike } from '../types.js';
 import type { NetpolSources } from './sources.js';
 
@@ -62,6 +63,17 @@ export interface AppliedModel {
   readonly appliedAt: Date;
   /** What the sync could not write of the node's part (`node/ipv4`, ...): the kernel may differ from the model there. */
   readonly writeFailures?: readonly string[];
+  /** Present when the sync wrote --netpol-default-deny's tail chain: this node's pod CIDRs it guarded. */
+  readonly defaultDeny?: { readonly podCidrs: readonly string[] };
+}
+
+/**
+ * Whether an address is one of this host's own (what the tail chain's `fib type local` / `addrtype LOCAL` exempts);
+ * the agent runs in the node's network namespace.
+ */
+export function isHostAddress(ip: string): boolean {
+  const canonical = parseIp(ip)?.text;
+  return Object.values(networkInterfaces()).some((addresses) => addresses?.some((address) => parseIp(address.address)?.text === canonical) ?? false);
 }
 
 /** The explain service over the controller's sources (every pod of the cluster, to resolve names) and last model. */
@@ -70,6 +82,7 @@ export function createExplainService(
   sources: Pick<NetpolSources, 'pods'>,
   options: { readonly isolateUnselectedPods?: boolean | undefined },
   applied: () => AppliedModel | undefined,
+  isNodeAddress: (ip: string) => boolean = isHostAddress,
 ): NetpolExplainService {
   return {
     explain(request) {
@@ -79,6 +92,7 @@ export function createExplainService(
         const flow = resolveFlow(request, sources.pods());
         const explanation = explainFlow(last.model, flow.flow, last.failedPolicies, {
           isolateUnselectedPods: options.isolateUnselectedPods ?? false,
+          ...(last.defaultDeny ? { defaultDeny: { podCidrs: last.defaultDeny.podCidrs, isNodeAddress } } : {}),
         });
         return {
           ok: true,
@@ -141,7 +155,11 @@ function resolveSide(which: 'from' | 'to', input: unknown, pods: readonly PodLik
 }
 
 function endpoint(side: Side, ip: ParsedIp, pods: readonly PodLike[]): ExplainEndpoint {
-  const pod = side.pod ?? pods.find((candidate) => podIps(candidate).some((own) => own.text === ip.text) && candidate.spec?.hostNetwork !== true);
+  // A named pod stays named (the user asked for it); an address names only a pod that holds it now: a Succeeded or
+  // Failed pod keeps its IP in status after the IP has gone to another pod.
+  const pod =
+    side.pod ??
+    pods.find((candidate) => isPodActionable(candidate) && podIps(candidate).some((own) => own.text === ip.text));
   const id = pod ? `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}` : undefined;
   const node = pod?.spec?.nodeName;
   return { input: side.input, ip: ip.text, ...(id === undefined ? {} : { pod: id }), ...(node === undefined ? {} : { node }) };
