@@ -1,9 +1,22 @@
+import { parseIptablesSave } from '@kube-router/netfilter';
 import type { SavedTable } from '@kube-router/netfilter';
 import { DEFAULT_CHAIN, POD_CHAIN_PREFIX, POLICY_CHAIN_PREFIX, TAIL_CHAIN } from '@kube-router/netpol';
 import type { ChainVerdictCounter, IpFamily } from '@kube-router/netpol';
 
 const POLICY_CHAIN = new RegExp(`^${POLICY_CHAIN_PREFIX}[0-9A-F]{16}$`);
 const POD_CHAIN = new RegExp(`^${POD_CHAIN_PREFIX}[0-9A-F]{16}$`);
+/** A counted rule (`iptables-save -c`) of a chain named like ours: the tail chain has the policy chains' prefix. */
+const OWN_COUNTED_RULE = new RegExp(`^\\[\\d+:\\d+\\] -A (?:${POLICY_CHAIN_PREFIX}|${POD_CHAIN_PREFIX})`);
+
+/**
+ * verdictCountersOf the text of `iptables-save -c -t filter`, of which only our chains' rules are parsed: the table
+ * also holds every other tool's rules (kube-proxy's can be tens of thousands), and a scrape parses it on the event loop.
+ */
+export function verdictCountersOfSave(text: string, family: IpFamily): ChainVerdictCounter[] {
+  const lines = text.split('\n').filter((line) => line.startsWith('*') || line === 'COMMIT' || OWN_COUNTED_RULE.test(line));
+  const filter = parseIptablesSave(lines.join('\n')).find((table) => table.name === 'filter');
+  return filter ? verdictCountersOf(filter, family) : [];
+}
 
 /**
  * The verdict counters of our chains in a filter table saved with `-c`: in a policy chain the rules that mark what

@@ -3,7 +3,7 @@ import { FailFastSession, Ipset, Iptables } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
 import { netpolFamilies, renderedOnRead } from '@kube-router/netpol';
 import type { IpFamily, NetpolDataplane, NodeApplied } from '@kube-router/netpol';
-import { verdictCountersOf } from './counters.js';
+import { verdictCountersOfSave } from './counters.js';
 import { DisabledFamilies } from './disabled-families.js';
 import { KernelApplier } from './kernel.js';
 import type { ApplyResult, NodeRender } from './kernel.js';
@@ -63,11 +63,20 @@ export function createIptablesDataplane(ctx: PluginContext, options: ResolvedNet
     async readCounters() {
       // A family at a time, under the xtables lock like every other command: a scrape waits for a sync's restore.
       // A chain written since the last read counts from zero again, whatever it counted before: its write is its
-      // generation. Taken first, so that a write during the read shows as a lower count next time, never as a new one.
-      const writes = applier.chainWrites();
+      // generation. A sync's restore can commit while the save waits for the lock, and its write is recorded only
+      // after it returns: such a chain shows its fresh counters, and under its old generation the next read (new
+      // generation) would add them in whole again. So a chain whose write changed during the read is left out of it:
+      // the next read counts it from zero, once. (Every command of ours runs under the same in-process lock, so no
+      // restore is still running when the save returns; its write is recorded by then.)
+      const before = applier.chainWrites();
       const counters = [];
-      for (const [family, reader] of counterReaders) counters.push(...verdictCountersOf(await reader.saveParsed('filter', { counters: true }), family));
-      return counters.map((counter) => ({ ...counter, generation: writes.get(`${counter.family}/${counter.chain}`) ?? 0 }));
+      for (const [family, reader] of counterReaders) counters.push(...verdictCountersOfSave(await reader.save('filter', { counters: true }), family));
+      const after = applier.chainWrites();
+      return counters.flatMap((counter) => {
+        const key = `${counter.family}/${counter.chain}`;
+        const generation = after.get(key);
+        return generation === before.get(key) ? [{ ...counter, generation: generation ?? 0 }] : [];
+      });
     },
     counts: () => applier.counts(),
     takeDrift: () => applier.takeDrift(),

@@ -124,8 +124,8 @@ export class KernelApplier {
 
   /**
    * When this applier last wrote each chain (a sequence number), by `<family>/<chain>`; a chain not written since the
-   * agent started is not there. A copy: taken before the kernel's counters are read, it never credits them to a write
-   * that came after.
+   * agent started is not there. A copy: a reader of the kernel's counters takes it before and after its read, and
+   * trusts only the chains whose write did not change in between.
    */
   chainWrites(): ReadonlyMap<string, number> {
     return new Map(this.#written);

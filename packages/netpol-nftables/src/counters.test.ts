@@ -1,8 +1,14 @@
-import { parseNftJson } from '@kube-router/netfilter';
+import { ServiceRegistry, type PluginContext } from '@kube-router/controller';
+import { HealthRegistry } from '@kube-router/healthcheck';
+import { AgentMetrics } from '@kube-router/metrics';
+import { RecordingRunner, parseNftJson } from '@kube-router/netfilter';
 import { TAIL_CHAIN } from '@kube-router/netpol';
+import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { verdictCountersOf } from './counters.js';
+import { createNftablesDataplane } from './dataplane.js';
 import { contentOf } from './kernel-state.js';
+import { netpolNftablesOptions } from './options.js';
 
 const POLICY = 'KUBE-NWPLCY-0123456789ABCDEF';
 const POD = 'KUBE-POD-FW-0123456789ABCDEF';
@@ -38,5 +44,24 @@ describe('verdictCountersOf (nftables)', () => {
     const rules = (packets: number) => parseNftJson(listing([{ chain: POD, handle: 10, expr: [counter(packets, packets * 60), { reject: null }] }])).rules;
     expect(contentOf(rules(0))).toBe(contentOf(rules(1000)));
     expect(contentOf(rules(0))).not.toBe(contentOf(parseNftJson(listing([{ chain: POD, handle: 10, expr: [{ accept: null }] }])).rules));
+  });
+});
+
+describe('readCounters (nftables)', () => {
+  it('lists the table terse: the sets\' elements, which a scrape does not need, are not read', async () => {
+    const tables = JSON.stringify({ nftables: [{ table: { family: 'ip', name: 'kube-router-filter-ipv4', handle: 1 } }] });
+    const runner = new RecordingRunner()
+      .on('nft -j list tables', { stdout: tables })
+      .on('nft -j -t list table ip kube-router-filter-ipv4', { stdout: listing([{ chain: POD, handle: 10, expr: [counter(4, 240), { reject: null }] }]) });
+    const ctx: PluginContext = {
+      nodeName: 'tagd-node',
+      logger: pino({ level: 'silent' }),
+      metrics: new AgentMetrics({ collectDefaultMetrics: false }),
+      health: new HealthRegistry({ defaultGraceMs: 5_000 }),
+      services: new ServiceRegistry(),
+    };
+    const dataplane = createNftablesDataplane(ctx, netpolNftablesOptions.parse({ enableIpv6: false }), runner);
+    expect(await dataplane.readCounters!()).toEqual([{ family: 'ipv4', chain: POD, verdict: 'reject', generation: 10, packets: 4, bytes: 240 }]);
+    expect(runner.lines()).toEqual(['nft -j list tables', 'nft -j -t list table ip kube-router-filter-ipv4']);
   });
 });

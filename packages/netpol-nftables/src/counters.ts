@@ -9,8 +9,9 @@ const POD_CHAIN = new RegExp(`^${POD_CHAIN_PREFIX}[0-9A-F]{16}$`);
  * The verdict counters of one family's table as `nft -j list table` shows them: the `counter` statements the render
  * puts in a policy chain's accepting rules, in a pod chain's `reject` and in the tail chain's `reject`s (by
  * direction: a rule that first matches a source address is from the pods, egress). Rules without a counter are left
- * out: a table written before the counters were rendered counts nothing until its chains are written again. A rule's
- * handle is its generation: a chain written again has new rules, whose counters start at zero.
+ * out (a table written by a version before the counters: `counter` changed the chains' rule text, so their digests, and
+ * the first sync after the upgrade writes them again). A rule's handle is its generation: a chain written again has
+ * new rules, whose counters start at zero. Reads rules only: the listing may be terse (`-t`, no set elements).
  */
 export function verdictCountersOf(ruleset: NftRuleset, family: IpFamily): ChainVerdictCounter[] {
   const counters: ChainVerdictCounter[] = [];

@@ -94,6 +94,34 @@ describe('VerdictCounters', () => {
     expect(warn).toHaveBeenCalledWith(expect.objectContaining({ err: expect.any(Error) }), expect.stringMatching(/keep their last values/));
   });
 
+  it('removes the series of policies and namespaces the last sync no longer knows', async () => {
+    const { registry, counters, value } = setUp(async () => [
+      { family: 'ipv4', chain: podChainName('web/server', 'ingress', 'ipv4'), verdict: 'reject', packets: 5, bytes: 300 },
+      { family: 'ipv4', chain: policyChainName('web/a', 'ingress', 'ipv4'), verdict: 'allow', packets: 3, bytes: 180 },
+      { family: 'ipv4', chain: policyChainName('web/b', 'egress', 'ipv4'), verdict: 'allow', packets: 2, bytes: 120 },
+      { family: 'ipv4', chain: TAIL_CHAIN, verdict: 'reject', direction: 'egress', packets: 1, bytes: 60 },
+    ]);
+    counters.update(model([server]), new Set());
+    const policies = async () =>
+      ((await registry.getSingleMetric('kube_router_netpol_policy_bytes_total')?.get())?.values ?? []).map((entry) => `${entry.labels.policy}/${entry.labels.direction}/${entry.labels.verdict}`).sort();
+    const rejected = async () => ((await registry.getSingleMetric('kube_router_netpol_rejected_packets_total')?.get())?.values ?? []).map((entry) => entry.labels.namespace).sort();
+    expect(await policies()).toEqual(['a/ingress/allow', 'a/ingress/reject', 'b/egress/allow', 'b/ingress/reject']);
+    expect(await rejected()).toEqual(['', 'web']);
+
+    // web/b deleted: its series go (every direction and verdict counted), web/a's stay, the pod's namespace stays.
+    const onlyA = { ...model([]), policies: model([]).policies.filter((policy) => policy.id === 'web/a') } as PolicyModel;
+    counters.update(onlyA, new Set());
+    expect(await policies()).toEqual(['a/ingress/allow', 'a/ingress/reject']);
+    expect(await value('kube_router_netpol_policy_packets_total', { policy: 'a', direction: 'ingress', verdict: 'allow' })).toBe(3);
+    expect(await rejected()).toEqual(['', 'web']);
+
+    // Namespace web gone: nothing of it is left; the default-deny series (no namespace) stays.
+    counters.update({ ...model([]), policies: [] } as unknown as PolicyModel, new Set());
+    expect(await policies()).toEqual([]);
+    expect(await rejected()).toEqual(['']);
+    expect(await value('kube_router_netpol_rejected_packets_total', { namespace: '', direction: 'egress' })).toBe(1);
+  });
+
   it('runs one read for scrapes within the cache time, and one at a time', async () => {
     let reads = 0;
     const registry = new Registry();

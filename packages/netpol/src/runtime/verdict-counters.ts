@@ -69,6 +69,9 @@ export class VerdictCounters {
   #attributions: Map<string, Attribution> | undefined;
   #reading: Promise<void> | undefined;
   #readAt = Number.NEGATIVE_INFINITY;
+  /** The label sets counted so far, by their JSON: the series to remove when their policy or namespace goes. */
+  readonly #policySeries = new Map<string, PolicyLabels>();
+  readonly #rejectedSeries = new Map<string, RejectedLabels>();
 
   constructor(registry: Registry, read: () => Promise<readonly ChainVerdictCounter[]>, options: VerdictCountersOptions) {
     this.#read = read;
@@ -109,8 +112,39 @@ export class VerdictCounters {
   /** What the last sync applied: whose chains the kernel's counters belong to. Cheap; called after every sync. */
   update(model: PolicyModel, failedPolicies: ReadonlySet<string>): void {
     if (this.#model?.model === model && sameSet(this.#model.failedPolicies, failedPolicies)) return;
+    const modelChanged = this.#model?.model !== model;
     this.#model = { model, failedPolicies };
     this.#attributions = undefined;
+    if (modelChanged) this.#forgetGone(model);
+  }
+
+  /**
+   * Removes the series of policies and namespaces the model no longer holds: /metrics must not grow with every policy
+   * and namespace ever seen. A policy or namespace that comes back starts again at zero (a counter reset to Prometheus).
+   */
+  #forgetGone(model: PolicyModel): void {
+    const policies = new Set<string>();
+    const namespaces = new Set<string>(['']);
+    for (const policy of model.policies) {
+      policies.add(`${policy.namespace}/${policy.name}`);
+      namespaces.add(policy.namespace);
+    }
+    for (const pod of model.pods) {
+      namespaces.add(pod.namespace);
+      for (const id of [...pod.ingress.policies, ...pod.egress.policies]) policies.add(id);
+    }
+    for (const [key, labels] of this.#policySeries) {
+      if (policies.has(`${labels.namespace}/${labels.policy}`)) continue;
+      this.#policyPackets.remove(labels);
+      this.#policyBytes.remove(labels);
+      this.#policySeries.delete(key);
+    }
+    for (const [key, labels] of this.#rejectedSeries) {
+      if (namespaces.has(labels.namespace)) continue;
+      this.#rejectedPackets.remove(labels);
+      this.#rejectedBytes.remove(labels);
+      this.#rejectedSeries.delete(key);
+    }
   }
 
   /** Reads the kernel unless a read finished less than the cache time ago; one read at a time. Never rejects. */
@@ -159,9 +193,7 @@ export class VerdictCounters {
 
   #add(chain: string, verdict: Verdict, direction: Direction | '', packets: number, bytes: number, attributions: Map<string, Attribution>): void {
     if (chain === TAIL_CHAIN) {
-      const labels = { namespace: '', direction: direction || 'ingress', reason: 'default_deny' };
-      this.#rejectedPackets.inc(labels, packets);
-      this.#rejectedBytes.inc(labels, bytes);
+      this.#incRejected({ namespace: '', direction: direction || 'ingress', reason: 'default_deny' }, packets, bytes);
       return;
     }
     // A chain of a pod or policy the last sync no longer knows (removed since): nobody to count it for.
@@ -169,20 +201,24 @@ export class VerdictCounters {
     if (!owner) return;
     if (owner.kind === 'policy') {
       if (verdict !== 'allow') return;
-      const labels = { namespace: owner.namespace, policy: owner.policy, direction: owner.direction, verdict };
-      this.#policyPackets.inc(labels, packets);
-      this.#policyBytes.inc(labels, bytes);
+      this.#incPolicy({ namespace: owner.namespace, policy: owner.policy, direction: owner.direction, verdict }, packets, bytes);
       return;
     }
     if (verdict !== 'reject') return;
-    const rejected = { namespace: owner.namespace, direction: owner.direction, reason: owner.reason };
-    this.#rejectedPackets.inc(rejected, packets);
-    this.#rejectedBytes.inc(rejected, bytes);
-    for (const [namespace, policy] of owner.policies) {
-      const labels = { namespace, policy, direction: owner.direction, verdict };
-      this.#policyPackets.inc(labels, packets);
-      this.#policyBytes.inc(labels, bytes);
-    }
+    this.#incRejected({ namespace: owner.namespace, direction: owner.direction, reason: owner.reason }, packets, bytes);
+    for (const [namespace, policy] of owner.policies) this.#incPolicy({ namespace, policy, direction: owner.direction, verdict }, packets, bytes);
+  }
+
+  #incPolicy(labels: PolicyLabels, packets: number, bytes: number): void {
+    this.#policyPackets.inc(labels, packets);
+    this.#policyBytes.inc(labels, bytes);
+    this.#policySeries.set(JSON.stringify([labels.namespace, labels.policy, labels.direction, labels.verdict]), labels);
+  }
+
+  #incRejected(labels: RejectedLabels, packets: number, bytes: number): void {
+    this.#rejectedPackets.inc(labels, packets);
+    this.#rejectedBytes.inc(labels, bytes);
+    this.#rejectedSeries.set(JSON.stringify([labels.namespace, labels.direction, labels.reason]), labels);
   }
 
   /** Chain name to whose verdicts it counts, for both families: pod chains as podChainPlan plans them. */
@@ -218,6 +254,19 @@ export class VerdictCounters {
     }
     return attributions;
   }
+}
+
+interface PolicyLabels {
+  readonly namespace: string;
+  readonly policy: string;
+  readonly direction: Direction;
+  readonly verdict: Verdict;
+}
+
+interface RejectedLabels {
+  readonly namespace: string;
+  readonly direction: Direction;
+  readonly reason: RejectReason;
 }
 
 interface Counted {
