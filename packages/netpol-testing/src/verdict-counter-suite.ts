@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NetpolTestBackend } from './backend.js';
+import { waitFor } from '@kube-router/testkit';
+import type { TestEnforcer } from './enforcer.js';
 import type { HarnessEnforcer } from './harness.js';
 import { addServerAndClients, missingForRealTests, startWorld } from './world.js';
 import type { World } from './world.js';
@@ -34,7 +36,7 @@ export function runNetpolVerdictCounterSuite(backend: NetpolTestBackend): void {
   const missing = missingForRealTests(backend);
   describe.skipIf(missing !== undefined)(`netpol-${backend.name} verdict counters in a lab node${missing ? ` (skipped: ${missing})` : ''}`, () => {
     let world: World;
-    let enforcer: HarnessEnforcer;
+    let enforcer: TestEnforcer;
 
     const enforce = async () => {
       const outcome = await enforcer.syncNow();
@@ -128,7 +130,7 @@ export function runNetpolVerdictCounterSuite(backend: NetpolTestBackend): void {
       await enforce();
     }, 60_000);
 
-    it('counts the rejects of --netpol-default-deny, which belong to no namespace', async () => {
+    it('counts the rejects of --netpol-default-deny, which belong to no namespace, and explain says default deny as the kernel did', async () => {
       await enforcer.stop();
       enforcer = await world.start({ scheduler: false, options: { defaultDeny: true } });
       await enforce();
@@ -141,6 +143,12 @@ export function runNetpolVerdictCounterSuite(backend: NetpolTestBackend): void {
       expect(await probeTimes(world, 'web/server', 'web/late', 5)).toBe(0);
       const after = await scrape(wanted);
       expect(after.toLate - before.toLate).toBe(5);
+      // What kube-router explain says of the same flow before the next sync: default deny, as the kernel did.
+      await waitFor('the informer to know web/late', async () => enforcer.explain({ source: 'web/server', destination: 'web/late', port: 80, protocol: 'TCP' }).then(() => true, () => false));
+      expect(await enforcer.explain({ source: 'web/server', destination: 'web/late', port: 80, protocol: 'TCP' })).toMatchObject({
+        allowed: false,
+        detail: expect.stringContaining('ingress default-deny'),
+      });
     }, 60_000);
   });
 }

@@ -2,8 +2,7 @@ import { backendTestRunId, missingForBackendTests, startBackendWorld } from '@ku
 import type { BackendWorld } from '@kube-router/testkit/netpol-conformance';
 import type { NetpolTestBackend } from './backend.js';
 import { startTestEnforcer } from './enforcer.js';
-import type { TestEnforcerOptions } from './enforcer.js';
-import type { HarnessEnforcer } from './harness.js';
+import type { TestEnforcer, TestEnforcerOptions } from './enforcer.js';
 
 /** Why the backend's real tests cannot run here (not root, a tool missing), or undefined. */
 export function missingForRealTests(backend: NetpolTestBackend, ...tools: string[]): string | undefined {
@@ -15,7 +14,7 @@ export function testRunId(): string {
   return backendTestRunId('tnf');
 }
 
-export type World = BackendWorld<TestEnforcerOptions, HarnessEnforcer>;
+export type World = BackendWorld<TestEnforcerOptions, TestEnforcer>;
 
 /** The embedded API server and a lab node (names `krt-tnf...`); enforcers started through it stop with it. */
 export function startWorld(backend: NetpolTestBackend): Promise<World> {
