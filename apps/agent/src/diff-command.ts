@@ -17,6 +17,7 @@ import { unsupportedSettings } from './feature-support.js';
 import { createLogger } from './logging.js';
 import { parseFlags } from './parse-flags.js';
 import type { AgentEnvironment, CliDependencies } from './run-cli.js';
+import { cliOutput } from './cli-output.js';
 
 /** `kube-router diff`'s exit codes, as diff(1) has them: 0 no difference, 1 a difference, 2 bad flags or a failure. */
 export const DIFF_EXIT = { same: 0, different: 1, trouble: 2 } as const;
@@ -37,8 +38,7 @@ const NOT_PREVIEWED: Readonly<Record<string, string>> = {
  * stdout; the first line on stderr says what is and is not previewed.
  */
 export async function runDiff(argv: readonly string[], deps: CliDependencies = {}): Promise<number> {
-  const stdout = deps.stdout ?? ((text: string) => void process.stdout.write(text));
-  const stderr = deps.stderr ?? ((text: string) => void process.stderr.write(text));
+  const { stdout, stderr } = cliOutput(deps);
   const flags = parseFlags(argv, deps.env ?? process.env);
   if (!flags.ok) {
     if (flags.stdout) stdout(flags.stdout);

@@ -4,6 +4,7 @@ import type { ServiceEndpointPath, ServicePath } from '@kube-router/controller';
 import type { DirectionExplanation, ExplainAnswer, ExplainEndpoint, Flow } from '@kube-router/netpol';
 import { parseGoDuration } from './duration.js';
 import type { CliDependencies } from './run-cli.js';
+import { cliOutput } from './cli-output.js';
 
 /** `kube-router explain`'s exit codes: 0 the flow is allowed, 1 it is denied, 2 bad arguments or no answer. */
 export const EXPLAIN_EXIT = { allowed: 0, denied: 1, trouble: 2 } as const;
@@ -85,8 +86,7 @@ export interface MergedExplanation {
 
 /** `kube-router explain ...`: asks the agents, merges their answers, prints them; resolves with the exit code. */
 export async function runExplain(argv: readonly string[], deps: CliDependencies = {}): Promise<number> {
-  const stdout = deps.stdout ?? ((text: string) => void process.stdout.write(text));
-  const stderr = deps.stderr ?? ((text: string) => void process.stderr.write(text));
+  const { stdout, stderr } = cliOutput(deps);
   const usage = (message: string) => {
     stderr(`kube-router explain: ${message}\n(run kube-router explain --help for usage)\n`);
     return EXPLAIN_EXIT.trouble;

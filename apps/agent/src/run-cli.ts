@@ -14,6 +14,7 @@ import { unsupportedSettings } from './feature-support.js';
 import { parseFlags } from './parse-flags.js';
 import { createLogger } from './logging.js';
 import { guardProcess } from './process-guard.js';
+import { cliOutput } from './cli-output.js';
 
 /** What the Kubernetes wiring hands the agent: services for the plugins and readiness conditions. */
 export interface AgentEnvironment {
@@ -56,8 +57,7 @@ export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
 export async function runCli(argv: readonly string[], deps: CliDependencies = {}): Promise<number> {
   if (argv[0] === 'diff') return runDiff(argv.slice(1), deps);
   if (argv[0] === 'explain') return runExplain(argv.slice(1), deps);
-  const stdout = deps.stdout ?? ((text: string) => void process.stdout.write(text));
-  const stderr = deps.stderr ?? ((text: string) => void process.stderr.write(text));
+  const { stdout, stderr } = cliOutput(deps);
   const flags = parseFlags(argv, deps.env ?? process.env);
   if (!flags.ok) {
     if (flags.stdout) stdout(flags.stdout);
