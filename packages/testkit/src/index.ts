@@ -22,6 +22,7 @@ export type {
   WriteRequestOptions,
 } from './apiserver/server.js';
 export type { ApiServerFaults } from './apiserver/faults.js';
+export type { EndpointSliceControllerOptions } from './apiserver/endpointslice-controller.js';
 export type { KubeObject, ObjectMeta, WatchEventType } from './apiserver/kube-object.js';
 export type { KubeVerb, ResourceType } from './apiserver/resources.js';
 export type { RequestLog, RequestRecord, RequestFilter } from './apiserver/http/request-log.js';

@@ -26,6 +26,7 @@ import { ObjectStore } from './store/object-store.js';
 import type { WriteOptions } from './store/object-store.js';
 import { loadSchemaValidators, SchemaValidation } from './store/schema-validation.js';
 import { createServingCertificate } from './tls.js';
+import { startEndpointSliceController, type EndpointSliceControllerOptions } from './endpointslice-controller.js';
 
 /**
  * What the programmatic API accepts: a plain KubeObject, or any object with apiVersion, kind and metadata
@@ -76,6 +77,22 @@ export interface ApiServerOptions {
    * may do anything.
    */
   rbac?: boolean;
+  /**
+   * Keep EndpointSlices as kube-controller-manager's EndpointSlice controller does (a slice per address family of
+   * every Service with a selector, from the pods it selects; ready, serving and terminating conditions, named ports,
+   * zones and hints; slices of a Service that went removed), and create kube-apiserver's `kubernetes` Service in
+   * `default` with its EndpointSlice `kubernetes` (this server's address and port). Default false: no slice appears
+   * unless someone writes it.
+   */
+  endpointSliceController?: boolean | EndpointSliceControllerOptions;
+  /**
+   * Delete Pods gracefully, as kube-apiserver does: a DELETE of a pod bound to a node, with a grace period above 0
+   * (DeleteOptions.gracePeriodSeconds, else spec.terminationGracePeriodSeconds, else 30), only sets its
+   * deletionTimestamp and deletionGracePeriodSeconds (a MODIFIED event) and the node's kubelet removes it with grace
+   * 0 once it stopped; a second DELETE may shorten the grace, never lengthen it. An unbound or finished pod, or grace
+   * 0, goes at once. Default false: a DELETE removes a pod at once, for servers with no kubelet to finish the job.
+   */
+  gracefulPodDeletion?: boolean;
 }
 
 /** Per-write options of the programmatic API. */
@@ -91,6 +108,11 @@ export interface ApiServerValidation {
   enable(resource?: string): void;
   /** Stores anything written to every resource, or to one. */
   disable(resource?: string): void;
+}
+
+/** DeleteOptions of the programmatic API. */
+export interface DeleteRequestOptions {
+  gracePeriodSeconds?: number;
 }
 
 export interface ListSelectors {
@@ -149,7 +171,8 @@ export interface ApiServer {
     type?: PatchType,
     options?: WriteRequestOptions,
   ): KubeObject;
-  delete(apiVersion: string, kind: string, namespace: string | undefined, name: string): KubeObject;
+  /** As a DELETE: a pod may only be marked for deletion (`gracefulPodDeletion`) unless `gracePeriodSeconds` is 0. */
+  delete(apiVersion: string, kind: string, namespace: string | undefined, name: string, options?: DeleteRequestOptions): KubeObject;
   /** The number of open watch streams, optionally on one resource (a plural, e.g. 'pods'). */
   openWatches(resource?: string): number;
   /** Ends every watch, stops listening and removes temporary kubeconfigs. */
@@ -192,6 +215,7 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
     historyLimit: options.historyLimit ?? 1000,
     serviceCidrs: options.serviceCidrs ?? ['10.96.0.0/12', 'fd00:10:96::/108'],
     validation,
+    gracefulPodDeletion: options.gracefulPodDeletion ?? false,
   });
   const kinds = new KindResolver(registry);
   seedStore(store, kinds, options);
@@ -219,6 +243,13 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
   });
   await app.listen({ host, port: options.port ?? 0 });
   const { port } = app.server.address() as AddressInfo;
+  let endpointSliceController: ReturnType<typeof startEndpointSliceController> | undefined;
+  try {
+    if (options.endpointSliceController) endpointSliceController = startEndpointSliceController(store, registry, { ...options, port }, options.endpointSliceController);
+  } catch (error) {
+    await app.close();
+    throw error;
+  }
   address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
   const url = `${certificate ? 'https' : 'http'}://${address}`;
   const kubeconfigs = new KubeconfigFiles(url, (given = {}) => {
@@ -252,6 +283,7 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
     ...objectApi(store, kinds),
     openWatches: (resource) => watches.count(resource),
     async close() {
+      endpointSliceController?.stop();
       watches.close();
       await app.close();
       await kubeconfigs.remove();
@@ -356,8 +388,9 @@ function objectApi(store: ObjectStore, kinds: KindResolver): ObjectApi {
       const resource = kinds.resourceOf(apiVersion, kind);
       return store.patch(resource, namespace ?? 'default', name, type, patch, { ...writeOptions(request), ...statusOf(resource) });
     },
-    delete(apiVersion, kind, namespace, name) {
-      return store.delete(kinds.resourceOf(apiVersion, kind), namespace ?? 'default', name);
+    delete(apiVersion, kind, namespace, name, request) {
+      const gracePeriodSeconds = request?.gracePeriodSeconds;
+      return store.delete(kinds.resourceOf(apiVersion, kind), namespace ?? 'default', name, gracePeriodSeconds === undefined ? {} : { gracePeriodSeconds });
     },
   };
 }

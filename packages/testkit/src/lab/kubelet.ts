@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { ApiException, CoreV1Api, ListWatch, Watch } from '@kubernetes/client-node';
-import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
+import type { KubeConfig, V1Pod, V1PodStatus } from '@kubernetes/client-node';
 import { KeyedQueue } from './keyed-queue.js';
 import type { LabNode, PodSandbox } from './lab-node.js';
 import { NETNS_ANNOTATION, containerPorts, isPublished, runningPodStatus } from './pod-objects.js';
@@ -15,6 +15,20 @@ export interface RunningPod {
   sandbox: PodSandbox;
   startTime: Date;
   published: boolean;
+  /** When the kubelet first saw the pod's deletionTimestamp: its preStop hooks run from then on. */
+  terminatingSince?: number;
+  /** Wakes the reconcile once the preStop hooks are over. */
+  preStopTimer?: NodeJS.Timeout;
+}
+
+/**
+ * How long a terminating pod keeps running before its containers stop: the longest preStop sleep of its containers
+ * (Kubernetes' PodLifecycleSleepAction). The lab's pods have no SIGTERM handler of their own, so without one they stop
+ * at once.
+ */
+export function preStopSleepSeconds(pod: V1Pod): number {
+  const sleeps = (pod.spec?.containers ?? []).map((container) => container.lifecycle?.preStop?.sleep?.seconds ?? 0);
+  return Math.max(0, ...sleeps.filter((seconds) => Number.isFinite(seconds)));
 }
 
 export function podKeyOf(pod: V1Pod): string {
@@ -23,8 +37,11 @@ export function podKeyOf(pod: V1Pod): string {
 
 /**
  * Plays the kubelet of one lab node: every Pod bound to the node gets a sandbox (netns, addresses, agent), its
- * annotation and a Running status; a deleted Pod loses its sandbox. Level-triggered: each event only queues the
- * pod's key, and the reconcile compares the informer's view with the sandboxes.
+ * annotation and a Running status; a deleted Pod loses its sandbox. A pod marked for deletion (deletionTimestamp, from
+ * an API server that deletes gracefully) keeps running through its preStop sleep, bounded by its grace period, then is
+ * marked not Ready, loses its sandbox and is deleted with grace 0, as a kubelet finishes a graceful deletion.
+ * Level-triggered: each event only queues the pod's key, and the reconcile compares the informer's view with the
+ * sandboxes.
  */
 export class LabKubelet {
   private readonly core: CoreV1Api;
@@ -175,17 +192,21 @@ export class LabKubelet {
   private async reconcile(key: string): Promise<void> {
     const [namespace = '', name = ''] = key.split('/');
     const pod = this.informer.get(name, namespace);
-    const wanted = pod && !pod.metadata?.deletionTimestamp && !isTerminal(pod) ? pod : undefined;
+    const live = pod && !isTerminal(pod) ? pod : undefined;
     const current = this.running.get(key);
-    if (current && current.uid !== wanted?.metadata?.uid) {
-      await this.node.removeSandbox(current.sandbox);
-      this.running.delete(key);
-      this.events.emit(key);
-    }
+    if (current && current.uid !== live?.metadata?.uid) await this.removeRunning(key, current);
     if (pod?.metadata?.deletionTimestamp) {
+      const entry = this.running.get(key);
+      if (entry) {
+        if (this.holdsForPreStop(key, pod, entry)) return;
+        await this.markStopped(namespace, name, entry);
+        await this.removeRunning(key, entry);
+      }
       // Graceful deletion waits for the kubelet: the sandbox is gone, so the object may go now.
       await this.deletePodNow(namespace, name, pod.metadata.uid);
+      return;
     }
+    const wanted = live;
     if (!wanted) return;
     let entry = this.running.get(key);
     if (!entry) {
@@ -200,6 +221,52 @@ export class LabKubelet {
     }
     entry.published = true;
     this.events.emit(key);
+  }
+
+  private async removeRunning(key: string, entry: RunningPod): Promise<void> {
+    clearTimeout(entry.preStopTimer);
+    await this.node.removeSandbox(entry.sandbox);
+    this.running.delete(key);
+    this.events.emit(key);
+  }
+
+  /**
+   * Whether a terminating pod still runs its preStop hooks: then it keeps its sandbox and its Ready condition (its
+   * containers run and answer, a serving and terminating endpoint) until min(preStop sleep, grace period) after the
+   * kubelet saw the deletion; a shorter grace set by a second DELETE cuts the hooks short, as a kubelet's does.
+   */
+  private holdsForPreStop(key: string, pod: V1Pod, entry: RunningPod): boolean {
+    if (!entry.published) return false;
+    const grace = pod.metadata?.deletionGracePeriodSeconds ?? 0;
+    const holdMs = Math.min(preStopSleepSeconds(pod), grace) * 1000;
+    entry.terminatingSince ??= Date.now();
+    const remainingMs = entry.terminatingSince + holdMs - Date.now();
+    if (remainingMs <= 0) return false;
+    clearTimeout(entry.preStopTimer);
+    const timer = setTimeout(() => {
+      this.retryTimers.delete(timer);
+      if (!this.stopped) this.queue.enqueue(key);
+    }, remainingMs);
+    entry.preStopTimer = timer;
+    this.retryTimers.add(timer);
+    return true;
+  }
+
+  /** Its containers stopped: the pod is no longer Ready (its endpoint stops serving) before its sandbox goes. */
+  private async markStopped(namespace: string, name: string, entry: RunningPod): Promise<void> {
+    if (!entry.published) return;
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        const pod = await this.core.readNamespacedPod({ name, namespace });
+        if (pod.metadata?.uid !== entry.uid) return;
+        pod.status = stoppedPodStatus(pod);
+        await this.core.replaceNamespacedPodStatus({ name, namespace, body: pod });
+        return;
+      } catch (error) {
+        if (error instanceof ApiException && error.code === 404) return;
+        if (!(error instanceof ApiException && error.code === 409) || attempt >= 5) throw error;
+      }
+    }
   }
 
   /** Writes the netns annotation, then the Running status; false when the pod went away meanwhile. */
@@ -227,13 +294,31 @@ export class LabKubelet {
       await this.core.deleteNamespacedPod({
         name,
         namespace,
-        gracePeriodSeconds: 0,
-        body: { preconditions: uid ? { uid } : undefined },
+        // In the body: kube-apiserver reads DeleteOptions from the body when there is one, and the query only without.
+        body: { gracePeriodSeconds: 0, preconditions: uid ? { uid } : undefined },
       });
     } catch (error) {
       if (!(error instanceof ApiException && (error.code === 404 || error.code === 409))) throw error;
     }
   }
+}
+
+/** The status of a pod whose containers stopped on deletion: not Ready, each container terminated. */
+function stoppedPodStatus(pod: V1Pod): V1PodStatus {
+  const now = new Date();
+  const notReady = new Set(['Ready', 'ContainersReady']);
+  const conditions = (pod.status?.conditions ?? []).map((condition) =>
+    notReady.has(condition.type) && condition.status !== 'False'
+      ? { ...condition, status: 'False', reason: 'PodCompleted', lastTransitionTime: now }
+      : condition,
+  );
+  const containerStatuses = (pod.status?.containerStatuses ?? []).map((status) => ({
+    ...status,
+    ready: false,
+    started: false,
+    state: { terminated: { exitCode: 0, reason: 'Completed', startedAt: status.state?.running?.startedAt, finishedAt: now } },
+  }));
+  return { ...pod.status, conditions, containerStatuses };
 }
 
 function isTerminal(pod: V1Pod): boolean {

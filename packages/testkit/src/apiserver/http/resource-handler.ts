@@ -9,7 +9,7 @@ import type { KubeVerb, ResourceRegistry, ResourceType } from '../resources.js';
 import { parseFieldSelector } from '../selectors/field-selector.js';
 import { parseLabelSelector } from '../selectors/label-selector.js';
 import type { ObjectStore, Selectors } from '../store/object-store.js';
-import { paginate } from './list-pages.js';
+import { listPage } from './list-pages.js';
 import { parseBody, preferredTableVersion } from './negotiation.js';
 import type { RequestLog } from './request-log.js';
 import type { ResourceTarget } from './request-target.js';
@@ -117,6 +117,26 @@ function isDryRun(query: Query, body?: unknown): boolean {
   return query.getAll('dryRun').includes('All') || bodyDryRun;
 }
 
+/**
+ * DeleteOptions.gracePeriodSeconds. As kube-apiserver decodes DeleteOptions: from the body when there is one, else
+ * from the query (a client that sends both has its query ignored).
+ */
+function gracePeriodOf(query: Query, body: unknown): number | undefined {
+  if (body !== undefined && body !== null) {
+    if (!isPlainObject(body)) throw badRequest('the request body must be a DeleteOptions object');
+    const value = body.gracePeriodSeconds;
+    if (value === undefined || value === null) return undefined;
+    if (typeof value !== 'number' || !Number.isSafeInteger(value)) {
+      throw badRequest(`the request body could not be decoded: gracePeriodSeconds: invalid value ${JSON.stringify(value)}, expected an integer`);
+    }
+    return value;
+  }
+  const value = query.get('gracePeriodSeconds');
+  if (value === null || value === '') return undefined;
+  if (!/^-?\d+$/.test(value)) throw badRequest(`gracePeriodSeconds: invalid value "${value}"`);
+  return Number(value);
+}
+
 /** Serves every request under /api/v1/… and /apis/<group>/<version>/… that addresses a resource. */
 export async function handleResourceRequest(
   context: ResourceHandlerContext,
@@ -158,11 +178,11 @@ export async function handleResourceRequest(
       return;
     }
     case 'list': {
-      const items = store.list(resource, namespace, selectorsFrom(query, resource));
-      const page = paginate(items, store.resourceVersion, store.oldestResumableResourceVersion, integer(query, 'limit'), query.get('continue') ?? undefined);
+      const page = listPage(store, resource, namespace, selectorsFrom(query, resource), integer(query, 'limit'), query.get('continue') ?? undefined);
       const metadata = {
         resourceVersion: String(page.resourceVersion),
-        ...(page.continueToken ? { continue: page.continueToken, remainingItemCount: page.remainingItemCount } : {}),
+        ...(page.continueToken ? { continue: page.continueToken } : {}),
+        ...(page.remainingItemCount !== undefined ? { remainingItemCount: page.remainingItemCount } : {}),
       };
       if (table) {
         const rendered = toTable(resource, page.items, metadata.resourceVersion, table, includeObjectParam(query));
@@ -209,16 +229,23 @@ export async function handleResourceRequest(
     case 'delete': {
       const options = body();
       const preconditions = isPlainObject(options) && isPlainObject(options.preconditions) ? options.preconditions : undefined;
+      const gracePeriodSeconds = gracePeriodOf(query, options);
       await reply.send(
         store.delete(resource, namespace, name as string, {
           dryRun: isDryRun(query, options),
           ...(preconditions ? { preconditions: preconditions as { uid?: string; resourceVersion?: string } } : {}),
+          ...(gracePeriodSeconds !== undefined ? { gracePeriodSeconds } : {}),
         }),
       );
       return;
     }
     case 'deletecollection': {
-      const deleted = store.deleteCollection(resource, namespace, selectorsFrom(query, resource), { dryRun: isDryRun(query, body()) });
+      const options = body();
+      const gracePeriodSeconds = gracePeriodOf(query, options);
+      const deleted = store.deleteCollection(resource, namespace, selectorsFrom(query, resource), {
+        dryRun: isDryRun(query, options),
+        ...(gracePeriodSeconds !== undefined ? { gracePeriodSeconds } : {}),
+      });
       await reply.send({
         kind: `${resource.kind}List`,
         apiVersion: resource.apiVersion,

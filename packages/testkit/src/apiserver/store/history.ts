@@ -7,7 +7,10 @@ export interface StoreEvent {
   readonly key: string;
   /** The object as stored (storage form); never mutated after it was recorded. */
   readonly object: KubeObject;
-  /** The object before a modification, so that watches with selectors can see objects enter and leave. */
+  /**
+   * The object before a modification, so that watches with selectors can see objects enter and leave; before a
+   * deletion, the last version, so that a continued list can serve the collection as it was before it.
+   */
   readonly previous?: KubeObject;
 }
 
@@ -33,7 +36,15 @@ export class EventHistory {
   /** The changes after `resourceVersion`, or undefined when some of them have left the window. */
   since(resourceVersion: number): readonly StoreEvent[] | undefined {
     if (resourceVersion < this.oldestResumable) return undefined;
-    return this.events.filter((event) => event.resourceVersion > resourceVersion);
+    // Events are in resourceVersion order: find the first later one instead of testing every event.
+    let lo = 0;
+    let hi = this.events.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((this.events[mid] as StoreEvent).resourceVersion <= resourceVersion) lo = mid + 1;
+      else hi = mid;
+    }
+    return this.events.slice(lo);
   }
 
   get oldestResourceVersion(): number {

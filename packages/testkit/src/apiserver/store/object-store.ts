@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import { alreadyExists, ApiError, badRequest, conflict, invalid, notFound } from '../errors.js';
+import { alreadyExists, ApiError, badRequest, conflict, expired, invalid, notFound } from '../errors.js';
 import type { KubeObject } from '../kube-object.js';
 import { isPlainObject } from '../kube-object.js';
 import type { ResourceRegistry, ResourceType } from '../resources.js';
@@ -14,7 +14,9 @@ import { matchesLabelSelector } from '../selectors/label-selector.js';
 import { applyCreateDefaults, applyUpdateDefaults } from './defaults.js';
 import type { StoreEvent } from './history.js';
 import { EventHistory } from './history.js';
+import { podGracefulDeletion } from './graceful-deletion.js';
 import { generateNameSuffix, newUid, nowTimestamp, serverOwnedMetadata } from './object-meta.js';
+import { OrderedObjects } from './ordered-objects.js';
 import type { SchemaValidation } from './schema-validation.js';
 import { ServiceAddressAllocator } from './service-allocator.js';
 import { validateMetadataMaps, validateName } from './validation.js';
@@ -22,6 +24,28 @@ import { validateMetadataMaps, validateName } from './validation.js';
 export interface Selectors {
   labelSelector?: LabelSelector;
   fieldSelector?: FieldSelector;
+}
+
+export interface ListPageRequest {
+  /** At most this many objects; every one without it (or with 0). */
+  limit?: number;
+  /** Continue a list: the objects after `key` as they were at `resourceVersion`, the first page's. */
+  continueFrom?: { resourceVersion: number; key: string };
+  /**
+   * The stored objects themselves instead of copies, for a caller that only serializes them (stored objects are never
+   * mutated): a deep copy of every object was most of a page's cost.
+   */
+  shared?: boolean;
+}
+
+export interface ListPage {
+  items: KubeObject[];
+  /** The resourceVersion the whole list is consistent at: the first page's. */
+  resourceVersion: number;
+  /** When objects follow the page (matching the selectors or not, as etcd's paging counts keys): where the next page starts. */
+  continueAfter?: string;
+  /** How many objects follow the page; only for a list without selectors, which kube-apiserver also leaves it unset for. */
+  remainingItemCount?: number;
 }
 
 export interface WriteOptions {
@@ -41,6 +65,8 @@ export interface UpdateOptions extends WriteOptions {
 
 export interface DeleteOptions extends WriteOptions {
   preconditions?: { uid?: string; resourceVersion?: string };
+  /** DeleteOptions.gracePeriodSeconds; only Pods honour it, and only with `gracefulPodDeletion`. */
+  gracePeriodSeconds?: number;
 }
 
 export interface StoreOptions {
@@ -48,9 +74,73 @@ export interface StoreOptions {
   historyLimit: number;
   serviceCidrs: readonly string[];
   validation: SchemaValidation;
+  /**
+   * Delete Pods bound to a node gracefully, as kube-apiserver does: a DELETE marks the pod (deletionTimestamp,
+   * deletionGracePeriodSeconds) and the kubelet removes it; default false: every DELETE removes the object at once.
+   */
+  gracefulPodDeletion?: boolean;
 }
 
 type StoreListener = (event: StoreEvent) => void;
+
+/** The keys a list walks: those of one namespace (a prefix, as in etcd) from a lower bound on. */
+interface KeyRange {
+  prefix: string | undefined;
+  lower: string | undefined;
+  /** Whether the lower bound itself is left out (a continue key names the last object already returned). */
+  exclusive: boolean;
+}
+
+function keyRange(namespace: string | undefined, after: string | undefined): KeyRange {
+  const prefix = namespace === undefined ? undefined : `${namespace}/`;
+  if (after !== undefined && (prefix === undefined || after >= prefix)) return { prefix, lower: after, exclusive: true };
+  return { prefix, lower: prefix, exclusive: false };
+}
+
+function inRange(range: KeyRange, key: string): boolean {
+  if (range.prefix !== undefined && !key.startsWith(range.prefix)) return false;
+  return range.lower === undefined || (range.exclusive ? key > range.lower : key >= range.lower);
+}
+
+/**
+ * The objects of `range` in key order as they were where `before` says (the state before later changes: an object,
+ * or null for one that did not exist), merging those keys into the walk of the current ones.
+ */
+function* walk(bucket: OrderedObjects, range: KeyRange, before: ReadonlyMap<string, KubeObject | null>): Generator<[string, KubeObject]> {
+  const changed = before.size === 0 ? [] : [...before.keys()].sort();
+  const current = bucket.keys.from(range.lower, range.exclusive);
+  let next = current.next();
+  let c = 0;
+  for (;;) {
+    // Keys with the namespace's prefix are contiguous: the first key past them ends the walk.
+    const now = next.done || (range.prefix !== undefined && !next.value.startsWith(range.prefix)) ? undefined : next.value;
+    const then = changed[c];
+    if (now === undefined && then === undefined) return;
+    let key: string;
+    if (then === undefined || (now !== undefined && now < then)) {
+      key = now as string;
+      next = current.next();
+    } else {
+      key = then;
+      c++;
+      if (now === then) next = current.next();
+    }
+    const obj = before.has(key) ? before.get(key) : bucket.get(key);
+    if (obj) yield [key, obj];
+  }
+}
+
+/** How many objects of the range come after `last`, as they were where `before` says. */
+function remainingAfter(bucket: OrderedObjects, range: KeyRange, before: ReadonlyMap<string, KubeObject | null>, last: string): number {
+  // The keys with a prefix ending in '/' are those below the same prefix ending in the next character, '0'.
+  const end = range.prefix === undefined ? bucket.size : bucket.keys.countBefore(`${range.prefix.slice(0, -1)}0`);
+  let remaining = end - bucket.keys.countBefore(last, true);
+  for (const [key, then] of before) {
+    if (key <= last || (range.prefix !== undefined && !key.startsWith(range.prefix))) continue;
+    remaining += (then ? 1 : 0) - (bucket.has(key) ? 1 : 0);
+  }
+  return remaining;
+}
 
 const protectedNamespaces = new Set(['default', 'kube-system', 'kube-public']);
 
@@ -75,11 +165,12 @@ function specOf(obj: KubeObject): Record<string, unknown> {
  */
 export class ObjectStore {
   private readonly registry: ResourceRegistry;
-  private readonly objects = new Map<string, Map<string, KubeObject>>();
+  private readonly objects = new Map<string, OrderedObjects>();
   private readonly history: EventHistory;
   private readonly listeners = new Set<StoreListener>();
   private readonly allocator: ServiceAddressAllocator;
   private readonly validation: SchemaValidation;
+  private readonly gracefulPodDeletion: boolean;
   private revision = 0;
 
   constructor(options: StoreOptions) {
@@ -87,6 +178,7 @@ export class ObjectStore {
     this.history = new EventHistory(options.historyLimit);
     this.allocator = new ServiceAddressAllocator(options.serviceCidrs);
     this.validation = options.validation;
+    this.gracefulPodDeletion = options.gracefulPodDeletion ?? false;
   }
 
   get resourceVersion(): number {
@@ -127,14 +219,47 @@ export class ObjectStore {
 
   /** Objects sorted by namespace and name (etcd key order), optionally within one namespace. */
   list(resource: ResourceType, namespace: string | undefined, selectors: Selectors = {}): KubeObject[] {
+    return this.listPage(resource, namespace, selectors).items;
+  }
+
+  /**
+   * One page of a list, in etcd key order (namespace/name). The collection's keys are kept sorted as they change, so
+   * a page walks from its first key and stops after `limit` objects, filtering by the selectors on the way: it costs
+   * what the page holds (plus the objects the selectors skip), not the collection. A continued page is served as the
+   * collection was at the first page's resourceVersion, as etcd serves it: the changes made since then, which the
+   * watch history holds, are undone on the way. A continue point older than that history is expired (410).
+   */
+  listPage(resource: ResourceType, namespace: string | undefined, selectors: Selectors, request: ListPageRequest = {}): ListPage {
+    const { limit, continueFrom } = request;
+    const view = (stored: KubeObject): KubeObject => (request.shared && !resource.storage ? stored : this.present(resource, stored));
+    const bucket = this.bucket(resource);
+    const range = keyRange(resource.namespaced ? namespace : undefined, continueFrom?.key);
+    const before = continueFrom ? this.stateAt(resource, continueFrom.resourceVersion, range) : new Map<string, KubeObject | null>();
+    const filtered = (selectors.labelSelector?.length ?? 0) > 0 || (selectors.fieldSelector?.length ?? 0) > 0;
     const items: KubeObject[] = [];
-    for (const stored of this.bucket(resource).values()) {
-      if (namespace !== undefined && resource.namespaced && stored.metadata.namespace !== namespace) continue;
-      const presented = this.present(resource, stored);
-      if (this.matches(presented, selectors)) items.push(presented);
+    let last: string | undefined;
+    let more = false;
+    for (const [key, stored] of walk(bucket, range, before)) {
+      if (limit !== undefined && limit > 0 && items.length >= limit) {
+        more = true;
+        break;
+      }
+      last = key;
+      if (!filtered) {
+        items.push(view(stored));
+      } else if (resource.storage) {
+        // Selectors see the object as the client does (events.k8s.io Events are stored as core Events).
+        const presented = this.present(resource, stored);
+        if (this.matches(presented, selectors)) items.push(presented);
+      } else if (this.matches(stored, selectors)) {
+        items.push(view(stored));
+      }
     }
-    const sortKey = (obj: KubeObject): string => objectKey(obj.metadata.namespace, obj.metadata.name as string);
-    return items.sort((a, b) => (sortKey(a) < sortKey(b) ? -1 : sortKey(a) > sortKey(b) ? 1 : 0));
+    const page: ListPage = { items, resourceVersion: continueFrom?.resourceVersion ?? this.revision };
+    if (!more || last === undefined) return page;
+    page.continueAfter = last;
+    if (!filtered) page.remainingItemCount = remainingAfter(bucket, range, before, last);
+    return page;
   }
 
   matches(obj: KubeObject, selectors: Selectors): boolean {
@@ -247,12 +372,29 @@ export class ObjectStore {
         kind: 'namespaces',
       });
     }
+    if (this.gracefulPodDeletion && resource.kind === 'Pod' && resource.group === '') {
+      const deletion = podGracefulDeletion(current, options.gracePeriodSeconds, Date.now());
+      if (deletion.action === 'pending') return this.present(resource, current);
+      if (deletion.action === 'mark') {
+        const generation = deletion.firstMark && typeof current.metadata.generation === 'number' ? current.metadata.generation + 1 : current.metadata.generation;
+        const marked: KubeObject = {
+          ...current,
+          metadata: {
+            ...current.metadata,
+            deletionTimestamp: deletion.deletionTimestamp,
+            deletionGracePeriodSeconds: deletion.deletionGracePeriodSeconds,
+            ...(generation !== undefined ? { generation } : {}),
+          },
+        };
+        return this.present(resource, options.dryRun ? marked : this.commit('MODIFIED', resource, marked, current));
+      }
+    }
     if (options.dryRun) return this.present(resource, current);
     if (resource.kind === 'Namespace' && resource.group === '') this.deleteNamespaceContents(name);
     return this.present(resource, this.commit('DELETED', resource, current));
   }
 
-  deleteCollection(resource: ResourceType, namespace: string | undefined, selectors: Selectors, options: WriteOptions = {}): KubeObject[] {
+  deleteCollection(resource: ResourceType, namespace: string | undefined, selectors: Selectors, options: Omit<DeleteOptions, 'preconditions'> = {}): KubeObject[] {
     const deleted: KubeObject[] = [];
     for (const obj of this.list(resource, namespace, selectors)) {
       try {
@@ -274,7 +416,9 @@ export class ObjectStore {
     const key = objectKey(stored.metadata.namespace, stored.metadata.name as string);
     if (type === 'DELETED') bucket.delete(key);
     else bucket.set(key, stored);
-    const event: StoreEvent = { type, resourceVersion: revision, key: storageKey(resource), object: stored, ...(previous ? { previous } : {}) };
+    // A deleted object's last version is its previous one: a continued list undoes the deletion with it.
+    const before = type === 'DELETED' ? obj : previous;
+    const event: StoreEvent = { type, resourceVersion: revision, key: storageKey(resource), object: stored, ...(before ? { previous: before } : {}) };
     this.history.append(event);
     for (const listener of this.listeners) listener(event);
     return stored;
@@ -295,7 +439,8 @@ export class ObjectStore {
     for (const resource of this.registry.resources) {
       if (!resource.namespaced || resource.storage || seen.has(storageKey(resource))) continue;
       seen.add(storageKey(resource));
-      for (const obj of this.list(resource, namespace)) this.delete(resource, namespace, obj.metadata.name as string);
+      // At once, pods too: this store has no Terminating namespace that would wait for them to go.
+      for (const obj of this.list(resource, namespace)) this.delete(resource, namespace, obj.metadata.name as string, { gracePeriodSeconds: 0 });
     }
   }
 
@@ -338,11 +483,32 @@ export class ObjectStore {
     return resource.namespaced ? namespace : undefined;
   }
 
-  private bucket(resource: ResourceType): Map<string, KubeObject> {
+  /**
+   * What the changes after `resourceVersion` replaced within `range`: each changed key's object as it was then, or
+   * null where it did not exist yet. Costs the history since then, which is bounded by its limit.
+   */
+  private stateAt(resource: ResourceType, resourceVersion: number, range: KeyRange): Map<string, KubeObject | null> {
+    const changes = this.history.since(resourceVersion);
+    if (!changes) {
+      throw expired('The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.');
+    }
+    const bucketKey = storageKey(resource);
+    const before = new Map<string, KubeObject | null>();
+    for (const change of changes) {
+      if (change.key !== bucketKey) continue;
+      const key = objectKey(change.object.metadata.namespace, change.object.metadata.name as string);
+      // The first change after the snapshot says what was there before it.
+      if (!inRange(range, key) || before.has(key)) continue;
+      before.set(key, change.type === 'ADDED' ? null : (change.previous ?? null));
+    }
+    return before;
+  }
+
+  private bucket(resource: ResourceType): OrderedObjects {
     const key = storageKey(resource);
     let bucket = this.objects.get(key);
     if (!bucket) {
-      bucket = new Map();
+      bucket = new OrderedObjects();
       this.objects.set(key, bucket);
     }
     return bucket;
