@@ -2,6 +2,7 @@ import { lballocPlugin } from '@kube-router/lballoc';
 import { netpolIptablesPlugin, type NetpolIptablesOptions } from '@kube-router/netpol-iptables';
 import { netpolNftablesPlugin, type NetpolNftablesOptions } from '@kube-router/netpol-nftables';
 import { proxyIpvsPlugin, type ProxyIpvsOptions } from '@kube-router/proxy-ipvs';
+import { proxyNftablesPlugin, type ProxyNftablesOptions } from '@kube-router/proxy-nftables';
 import { routeSyncPlugin, type RouteSyncOptions } from '@kube-router/route-sync';
 import { routingBgpPlugin, type RoutingBgpOptions } from '@kube-router/routing-bgp';
 import type { PluginEntry } from './assembly.js';
@@ -21,7 +22,7 @@ export type PluginCatalog = Readonly<Partial<Record<Feature, PluginFactory>>>;
 /** The reference assembly's catalog: the flags of each feature become its plugins' options here. */
 export const defaultCatalog: PluginCatalog = {
   firewall: (config) => firewallPlugins(config),
-  'service-proxy': (config) => [{ plugin: proxyIpvsPlugin, options: proxyOptions(config) }],
+  'service-proxy': (config) => proxyPlugins(config),
   // route-sync first: routing-bgp requires it and hands it the routes it learns.
   router: (config) => [
     { plugin: routeSyncPlugin, options: routeSyncOptions(config) },
@@ -76,6 +77,21 @@ export function firewallPlugins(
 /** The proxy-ipvs options the flags give; `netns` runs every ipvsadm, ip, ipset and iptables command there. */
 export function proxyOptions(config: AgentConfig, netns?: string): ProxyIpvsOptions {
   return { ...flagOptions('proxy-ipvs', config), ...inNetns(netns) };
+}
+
+/** The proxy-nftables options the flags give (--use-nftables-for-service-proxy); `netns` runs every command there. */
+export function nftablesProxyOptions(config: AgentConfig, netns?: string): ProxyNftablesOptions {
+  return { ...flagOptions('proxy-nftables', config), ...inNetns(netns) };
+}
+
+/**
+ * The service proxy's plugin: proxy-nftables with --use-nftables-for-service-proxy (kernels without IPVS), else
+ * proxy-ipvs. Both are the `proxy` controller. `extra` options go to either.
+ */
+export function proxyPlugins(config: AgentConfig, netns?: string, extra: { minSyncIntervalMs?: number } = {}): PluginEntry[] {
+  return config.proxy.useNftables
+    ? [{ plugin: proxyNftablesPlugin, options: { ...nftablesProxyOptions(config, netns), ...extra } }]
+    : [{ plugin: proxyIpvsPlugin, options: { ...proxyOptions(config, netns), ...extra } }];
 }
 
 /** The route-sync options the flags give. */

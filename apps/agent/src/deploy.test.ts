@@ -182,6 +182,7 @@ function debianPackageOf(tool: string): string | undefined {
     bridge: 'iproute2',
     ipset: 'ipset',
     ipvsadm: 'ipvsadm',
+    conntrack: 'conntrack',
     nft: 'nftables',
     sysctl: 'procps',
     modprobe: 'kmod',

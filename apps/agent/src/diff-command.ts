@@ -3,7 +3,7 @@ import { pino, type Logger } from 'pino';
 import { messageOf } from '@kube-router/controller';
 import { KubeServices, type KubeContext } from '@kube-router/kube';
 import { AgentMetrics } from '@kube-router/metrics';
-import { addNetns, DEFAULT_COMMAND_TIMEOUT_MS, deleteNetns, ExecRunner } from '@kube-router/netfilter';
+import { addNetns, DEFAULT_COMMAND_TIMEOUT_MS, deleteNetns, DryRunRunner, ExecRunner } from '@kube-router/netfilter';
 import type { IptablesBackend } from '@kube-router/netfilter';
 import { createNetpolIptablesPlugin } from '@kube-router/netpol-iptables';
 import { createNetpolNftablesPlugin, TABLES } from '@kube-router/netpol-nftables';
@@ -11,13 +11,11 @@ import { createAgent } from './agent.js';
 import { defaultCatalog, firewallOptions, nftablesFirewallOptions } from './catalog.js';
 import type { AgentConfig } from './config.js';
 import { diffSnapshots, formatChanges } from './diff-print.js';
-import { DryRunRunner } from './diff-runner.js';
 import { loadScratch, readKernel, type ScratchScope } from './diff-scratch.js';
 import { unsupportedSettings } from './feature-support.js';
 import { createLogger } from './logging.js';
-import { parseFlags } from './parse-flags.js';
 import type { AgentEnvironment, CliDependencies } from './run-cli.js';
-import { cliOutput } from './cli-output.js';
+import { cliOutput, parseCommandLine, unsupportedMessage } from './cli-output.js';
 
 /** `kube-router diff`'s exit codes, as diff(1) has them: 0 no difference, 1 a difference, 2 bad flags or a failure. */
 export const DIFF_EXIT = { same: 0, different: 1, trouble: 2 } as const;
@@ -39,12 +37,8 @@ const NOT_PREVIEWED: Readonly<Record<string, string>> = {
  */
 export async function runDiff(argv: readonly string[], deps: CliDependencies = {}): Promise<number> {
   const { stdout, stderr } = cliOutput(deps);
-  const flags = parseFlags(argv, deps.env ?? process.env);
-  if (!flags.ok) {
-    if (flags.stdout) stdout(flags.stdout);
-    if (flags.stderr) stderr(flags.stderr);
-    return flags.exitCode === 0 ? DIFF_EXIT.same : DIFF_EXIT.trouble;
-  }
+  const flags = parseCommandLine(argv, deps);
+  if (!flags.ok) return flags.exitCode === 0 ? DIFF_EXIT.same : DIFF_EXIT.trouble;
   const { config } = flags;
   const refuse = (message: string) => {
     stderr(`kube-router diff: ${message}\n`);
@@ -52,7 +46,7 @@ export async function runDiff(argv: readonly string[], deps: CliDependencies = {
   };
   if (config.cleanupConfig) return refuse('--cleanup-config removes rules; diff only previews a sync: drop one of them');
   const unsupported = unsupportedSettings(config, flags.values, defaultCatalog);
-  if (unsupported.length > 0) return refuse(`this build cannot do what the command line asks:\n${unsupported.map((u) => `  - ${u.message}`).join('\n')}`);
+  if (unsupported.length > 0) return refuse(unsupportedMessage(unsupported));
 
   const backend = config.firewall.useNftables ? 'nftables' : 'iptables';
   const skipped = Object.entries(NOT_PREVIEWED)
@@ -86,7 +80,7 @@ interface Preview {
 async function previewFirewall(config: AgentConfig, deps: CliDependencies, logger: Logger): Promise<Preview> {
   const scratch = `krt-diff-${randomBytes(3).toString('hex')}`;
   const exec = new ExecRunner({ logger });
-  const guard = new DryRunRunner(exec, { scratchNetns: scratch });
+  const guard = new DryRunRunner(exec, { scratchNetns: scratch, reason: 'kube-router diff changes nothing in the kernel' });
   const flagged = config.firewall.useNftables ? nftablesFirewallOptions(config, scratch) : firewallOptions(config, scratch);
   // The drop log reads live packets of the node; a preview of one sync has none to read.
   const options = { ...flagged, ...('dropLog' in flagged && { dropLog: false }) };

@@ -17,7 +17,7 @@ export type Unsupported =
  * refused on any of these, so no flag is silently ignored.
  */
 export function unsupportedSettings(
-  config: Pick<AgentConfig, 'features' | 'cleanupConfig'>,
+  config: Pick<AgentConfig, 'features' | 'cleanupConfig'> & { proxy?: Pick<AgentConfig['proxy'], 'useNftables'> },
   values: FlagValues,
   catalog: PluginCatalog,
 ): Unsupported[] {
@@ -47,6 +47,32 @@ export function unsupportedSettings(
       kind: 'flag',
       flag: name,
       message: `--${name}=${describe(value, definition)}: not implemented by ${owners} of this build (only its default ${describe(definition.default, definition)}${definition.builtValue === undefined ? '' : ` and ${describe(definition.builtValue, definition)}, what this build does,`} is accepted)`,
+    });
+  }
+  if (config.proxy?.useNftables && active.includes('service-proxy')) found.push(...ipvsOnlySettings(values));
+  return found;
+}
+
+/** IPVS flags whose every value describes the nftables proxy: it hairpins every Service, as kube-proxy does. */
+const NFTABLES_PROXY_DOES_EITHER: ReadonlySet<FlagName> = new Set(['hairpin-mode']);
+
+/**
+ * The proxy flags that only IPVS has (a plugin option of proxy-ipvs that proxy-nftables lacks: graceful termination,
+ * --ipvs-permit-all, the IPVS timeouts, --excluded-cidrs), set to anything but their default while the nftables proxy
+ * is chosen: refused like an unimplemented flag, since the nftables proxy would silently do otherwise.
+ */
+function ipvsOnlySettings(values: FlagValues): Unsupported[] {
+  const found: Unsupported[] = [];
+  for (const [name, definition] of Object.entries(FLAGS) as Array<[FlagName, FlagDefinition]>) {
+    if (!definition.options?.['proxy-ipvs'] || definition.options['proxy-nftables']) continue;
+    if (NFTABLES_PROXY_DOES_EITHER.has(name)) continue;
+    if (!definition.features.includes('service-proxy') || definition.features.length > 1) continue;
+    const value = values[name];
+    if (isDeepStrictEqual(value, definition.default)) continue;
+    found.push({
+      kind: 'flag',
+      flag: name,
+      message: `--${name}=${describe(value, definition)}: an IPVS setting that the nftables service proxy (--use-nftables-for-service-proxy) has no counterpart for (only its default ${describe(definition.default, definition)} is accepted with it)`,
     });
   }
   return found;

@@ -4,7 +4,9 @@ import { NETPOL_CONTROLLER } from '@kube-router/netpol-iptables';
 import type { AgentConfig } from './config.js';
 import { FLAGS, type FlagDefinition, type FlagName } from './flags.js';
 import { helpText, parseFlags } from './parse-flags.js';
-import { MissingFeatureError, pluginsForConfig, type PluginCatalog } from './catalog.js';
+import { proxyIpvsPlugin } from '@kube-router/proxy-ipvs';
+import { proxyNftablesPlugin } from '@kube-router/proxy-nftables';
+import { defaultCatalog, MissingFeatureError, pluginsForConfig, type PluginCatalog } from './catalog.js';
 import { unsupportedSettings } from './feature-support.js';
 import { testPlugin } from './testing/test-plugins.js';
 import { KUBE_ROUTER_OPTIONS } from './testing/fixtures/kube-router-options.js';
@@ -55,7 +57,7 @@ describe('the flag table', () => {
     }
     const kubeRouterNames = new Set(KUBE_ROUTER_OPTIONS.map(([name]) => name));
     const extra = Object.keys(definitions).filter((name) => !kubeRouterNames.has(name));
-    expect(extra.sort()).toEqual(['enable-explain', 'health-grace', 'health-window', 'log-format', 'netpol-drop-log', 'netpol-drop-log-events']);
+    expect(extra.sort()).toEqual(['enable-explain', 'health-grace', 'health-window', 'log-format', 'netpol-drop-log', 'netpol-drop-log-events', 'use-nftables-for-service-proxy']);
     for (const name of extra) expect(definitions[name]!.agentOnly).toBe(true);
   });
 
@@ -342,6 +344,22 @@ describe('unsupportedSettings', () => {
     expect(check(['--cleanup-config'])).toEqual([]);
   });
 
+  it('refuses an IPVS-only flag set while the nftables proxy is chosen, and only then', () => {
+    const withProxy: PluginCatalog = { ...catalog, 'service-proxy': () => [] };
+    const base = ['--run-router=false', '--use-nftables-for-service-proxy'];
+    // The flags both proxies have are taken; so are IPVS-only flags written out at their defaults (kube-router's manifests),
+    // and --hairpin-mode at either value (the nftables proxy hairpins every Service).
+    expect(check([...base, '--hairpin-mode', '--masquerade-all', '--ipvs-permit-all=true', '--service-udp-timeout=0s'], withProxy)).toEqual([]);
+    expect(check([...base, '--ipvs-graceful-termination', '--excluded-cidrs=10.0.0.0/8', '--service-udp-timeout=30s'], withProxy)).toEqual([
+      '--excluded-cidrs=10.0.0.0/8: an IPVS setting that the nftables service proxy (--use-nftables-for-service-proxy) has no counterpart for (only its default "" is accepted with it)',
+      '--ipvs-graceful-termination=true: an IPVS setting that the nftables service proxy (--use-nftables-for-service-proxy) has no counterpart for (only its default false is accepted with it)',
+      '--service-udp-timeout=30s: an IPVS setting that the nftables service proxy (--use-nftables-for-service-proxy) has no counterpart for (only its default 0s is accepted with it)',
+    ]);
+    // On IPVS they are what they say; without the proxy they do not matter.
+    expect(check(['--run-router=false', '--ipvs-graceful-termination'], withProxy)).toEqual([]);
+    expect(check([...base, '--run-service-proxy=false', '--ipvs-graceful-termination'], withProxy)).toEqual([]);
+  });
+
 });
 
 describe('plugin catalog', () => {
@@ -361,6 +379,17 @@ describe('plugin catalog', () => {
     const c = config(['--run-firewall=false']);
     const entries = pluginsForConfig(c, { 'service-proxy': () => [{ plugin: routes }], router: () => [{ plugin: routes }] });
     expect(entries).toEqual([{ plugin: routes }]);
+  });
+
+  it('--use-nftables-for-service-proxy makes the reference catalog\'s proxy proxy-nftables, with the proxy flags both share', () => {
+    const proxyOf = (argv: string[]) => pluginsForConfig(config(['--run-firewall=false', '--run-router=false', ...argv]), defaultCatalog);
+    expect(proxyOf([]).map((entry) => entry.plugin)).toEqual([proxyIpvsPlugin]);
+    const [nftables] = proxyOf(['--use-nftables-for-service-proxy', '--enable-ipv6', '--hairpin-mode', '--ipvs-sync-period=1m']);
+    expect(nftables?.plugin).toBe(proxyNftablesPlugin);
+    expect(nftables?.options).toMatchObject({ enableIpv4: true, enableIpv6: true, syncPeriodMs: 60_000 });
+    // The nftables proxy hairpins every Service (no option), and has no graceful termination.
+    expect(nftables?.options).not.toHaveProperty('hairpinMode');
+    expect(nftables?.options).not.toHaveProperty('gracefulTermination');
   });
 
   it('refuses an enabled feature that no plugin provides, naming the flag to turn off', () => {

@@ -2,6 +2,7 @@ import type { LballocOptions } from '@kube-router/lballoc';
 import type { NetpolIptablesOptions } from '@kube-router/netpol-iptables';
 import type { NetpolNftablesOptions } from '@kube-router/netpol-nftables';
 import type { ProxyIpvsOptions } from '@kube-router/proxy-ipvs';
+import type { ProxyNftablesOptions } from '@kube-router/proxy-nftables';
 import type { RouteSyncOptions } from '@kube-router/route-sync';
 import type { RoutingBgpOptions } from '@kube-router/routing-bgp';
 import { DEFAULT_HEALTH_PORT } from '@kube-router/healthcheck';
@@ -31,6 +32,7 @@ export interface FlagOptionTargets {
   netpol: NetpolIptablesOptions;
   'netpol-nftables': NetpolNftablesOptions;
   'proxy-ipvs': ProxyIpvsOptions;
+  'proxy-nftables': ProxyNftablesOptions;
   'route-sync': RouteSyncOptions;
   'routing-bgp': RoutingBgpOptions;
   lballoc: LballocOptions;
@@ -192,9 +194,9 @@ export const FLAGS = {
   'enable-ibgp': bool(true, 'Enables peering with nodes with the same ASN, if disabled will only peer with external BGP peers',
     { ...ROUTER, implemented: true, config: 'routing.enableIbgp', options: { 'routing-bgp': 'enableIbgp' } }),
   'enable-ipv4': bool(true, 'Enables IPv4 support',
-    { ...ALWAYS, implemented: true, config: 'ipFamilies.ipv4', options: { netpol: 'enableIpv4', 'proxy-ipvs': 'enableIpv4', 'route-sync': 'enableIpv4', 'routing-bgp': 'enableIpv4' } }),
+    { ...ALWAYS, implemented: true, config: 'ipFamilies.ipv4', options: { netpol: 'enableIpv4', 'proxy-ipvs': 'enableIpv4', 'proxy-nftables': 'enableIpv4', 'route-sync': 'enableIpv4', 'routing-bgp': 'enableIpv4' } }),
   'enable-ipv6': bool(false, 'Enables IPv6 support',
-    { ...ALWAYS, implemented: true, config: 'ipFamilies.ipv6', options: { netpol: 'enableIpv6', 'proxy-ipvs': 'enableIpv6', 'route-sync': 'enableIpv6', 'routing-bgp': 'enableIpv6' } }),
+    { ...ALWAYS, implemented: true, config: 'ipFamilies.ipv6', options: { netpol: 'enableIpv6', 'proxy-ipvs': 'enableIpv6', 'proxy-nftables': 'enableIpv6', 'route-sync': 'enableIpv6', 'routing-bgp': 'enableIpv6' } }),
   'enable-overlay': bool(true, 'When enable-overlay is set to true, IP-in-IP tunneling is used for pod-to-pod networking across nodes in different subnets. When set to false no tunneling is used and routing infrastructure is expected to route traffic for pod-to-pod networking across nodes in different subnets',
     { ...ROUTER, implemented: false, builtValue: false, config: 'routing.enableOverlay' }),
   'enable-pod-egress': bool(true, 'SNAT traffic from Pods to destinations outside the cluster.',
@@ -232,19 +234,19 @@ export const FLAGS = {
   'ipvs-permit-all': bool(true, "Enables rule to accept all incoming traffic to service VIP's on the node.",
     { ...PROXY, implemented: true, config: 'proxy.permitAll', options: { 'proxy-ipvs': 'ipvsPermitAll' } }),
   'ipvs-sync-period': duration('5m0s', "The delay between ipvs config synchronizations (e.g. '5s', '1m', '2h22m'). Must be greater than 0.",
-    { ...PROXY, implemented: true, config: 'proxy.syncPeriodMs', options: { 'proxy-ipvs': 'syncPeriodMs' } }),
+    { ...PROXY, implemented: true, config: 'proxy.syncPeriodMs', options: { 'proxy-ipvs': 'syncPeriodMs', 'proxy-nftables': 'syncPeriodMs' } }),
   kubeconfig: text('', 'Path to kubeconfig file with authorization information (the master location is set by the master flag).',
     { ...ALWAYS, implemented: true, config: ['kubeconfig', emptyIsUnset] }),
   'loadbalancer-default-class': bool(true, 'Handle loadbalancer services without a class',
     { ...LOADBALANCER, implemented: true, config: 'loadbalancer.defaultClass', options: { lballoc: 'defaultClass' } }),
   'loadbalancer-ip-range': list([], 'CIDR values from which loadbalancer services addresses are assigned (can be specified multiple times). Also used by the proxy module to validate loadBalancerIPs when --strict-external-ip-validation is enabled.',
-    { features: ['loadbalancer', 'service-proxy', 'router'], implemented: true, config: 'loadbalancer.ipRanges', options: { lballoc: 'ranges', 'netpol-nftables': 'serviceLoadBalancerIpRanges', 'proxy-ipvs': 'loadBalancerIpRanges', 'routing-bgp': 'loadBalancerIpRanges' } }),
+    { features: ['loadbalancer', 'service-proxy', 'router'], implemented: true, config: 'loadbalancer.ipRanges', options: { lballoc: 'ranges', 'netpol-nftables': 'serviceLoadBalancerIpRanges', 'proxy-ipvs': 'loadBalancerIpRanges', 'proxy-nftables': 'loadBalancerIpRanges', 'routing-bgp': 'loadBalancerIpRanges' } }),
   'loadbalancer-sync-period': duration('1m0s', "The delay between checking for missed services (e.g. '5s', '1m'). Must be greater than 0.",
     { ...LOADBALANCER, implemented: true, config: 'loadbalancer.syncPeriodMs', options: { lballoc: 'syncPeriodMs' } }),
   'log-format': flag(logFormatSyntax(), 'Log line format: json (one JSON object per line) or text (readable, for people).',
     { ...ALWAYS, implemented: true, agentOnly: true, config: 'logging.format' }),
   'masquerade-all': bool(false, 'SNAT all traffic to cluster IP/node port.',
-    { ...PROXY, implemented: true, config: 'proxy.masqueradeAll', options: { 'proxy-ipvs': 'masqueradeAll' } }),
+    { ...PROXY, implemented: true, config: 'proxy.masqueradeAll', options: { 'proxy-ipvs': 'masqueradeAll', 'proxy-nftables': 'masqueradeAll' } }),
   master: text('', 'The address of the Kubernetes API server (overrides any value in kubeconfig).',
     { ...ALWAYS, implemented: true, config: ['master', emptyIsUnset] }),
   'metrics-addr': text('', 'Prometheus metrics address to listen on, (Default: all interfaces)',
@@ -260,7 +262,7 @@ export const FLAGS = {
   'netpol-drop-log-events': bool(false, 'With --netpol-drop-log, also record a Warning Event (reason PolicyDrop) on the pod each logged drop was meant for.',
     { ...FIREWALL, implemented: true, agentOnly: true, config: 'firewall.dropLogEvents', options: { netpol: 'dropLogEvents' } }),
   'nodeport-bindon-all-ip': bool(false, "For service of NodePort type create IPVS service that listens on all IP's of the node.",
-    { ...PROXY, implemented: true, config: 'proxy.nodePortBindOnAllIp', options: { 'proxy-ipvs': 'nodePortBindOnAllIp' } }),
+    { ...PROXY, implemented: true, config: 'proxy.nodePortBindOnAllIp', options: { 'proxy-ipvs': 'nodePortBindOnAllIp', 'proxy-nftables': 'nodePortBindOnAllIp' } }),
   'nodes-full-mesh': bool(true, 'Each node in the cluster will setup BGP peering with rest of the nodes.',
     { ...ROUTER, implemented: true, config: 'routing.nodesFullMesh', options: { 'routing-bgp': 'nodesFullMesh' } }),
   'overlay-encap': text('ipip', 'Valid encapsulation types are "ipip" or "fou" (if set to "fou", the udp port can be specified via "overlay-encap-port")',
@@ -299,9 +301,9 @@ export const FLAGS = {
   'runtime-endpoint': text('', 'Path to CRI compatible container runtime socket (used for DSR mode). Currently known working with containerd.',
     { ...PROXY, implemented: false, config: 'proxy.runtimeEndpoint' }),
   'service-cluster-ip-range': list(['10.96.0.0/12'], 'CIDR values from which service cluster IPs are assigned (can be specified up to 2 times)',
-    { features: ['firewall', 'service-proxy', 'router'], implemented: true, config: 'services.clusterIpRanges', options: { netpol: 'serviceClusterIpRanges', 'proxy-ipvs': 'serviceClusterIpRanges', 'routing-bgp': 'serviceClusterIpRanges' } }),
+    { features: ['firewall', 'service-proxy', 'router'], implemented: true, config: 'services.clusterIpRanges', options: { netpol: 'serviceClusterIpRanges', 'proxy-ipvs': 'serviceClusterIpRanges', 'proxy-nftables': 'serviceClusterIpRanges', 'routing-bgp': 'serviceClusterIpRanges' } }),
   'service-external-ip-range': list([], 'Specify external IP CIDRs that are used for inter-cluster communication (can be specified multiple times). Also used by the proxy module to validate externalIPs when --strict-external-ip-validation is enabled.',
-    { features: ['firewall', 'service-proxy', 'router'], implemented: true, config: 'services.externalIpRanges', options: { netpol: 'serviceExternalIpRanges', 'proxy-ipvs': 'serviceExternalIpRanges', 'routing-bgp': 'serviceExternalIpRanges' } }),
+    { features: ['firewall', 'service-proxy', 'router'], implemented: true, config: 'services.externalIpRanges', options: { netpol: 'serviceExternalIpRanges', 'proxy-ipvs': 'serviceExternalIpRanges', 'proxy-nftables': 'serviceExternalIpRanges', 'routing-bgp': 'serviceExternalIpRanges' } }),
   'service-node-port-range': text('30000-32767', 'NodePort range specified with either a hyphen or colon',
     { features: ['firewall', 'service-proxy'], implemented: true, config: 'services.nodePortRange', options: { netpol: 'nodePortRange' } }),
   'service-tcp-timeout': duration('0s', "Specify TCP timeout for IPVS services in standard duration syntax (e.g. '5s', '1m'), default 0s preserves default system value (default: 0s)",
@@ -311,9 +313,11 @@ export const FLAGS = {
   'service-udp-timeout': duration('0s', "Specify UDP timeout for IPVS services in standard duration syntax (e.g. '5s', '1m'), default 0s preserves default system value (default: 0s)",
     { ...PROXY, implemented: true, config: 'proxy.udpTimeoutMs', options: { 'proxy-ipvs': inSeconds('udpTimeoutSeconds') } }),
   'strict-external-ip-validation': bool(true, 'When enabled, the proxy module validates externalIPs and loadBalancerIPs against configured CIDR ranges (--service-external-ip-range and --loadbalancer-ip-range). When strict mode is enabled and no range is configured, all externalIPs / loadBalancerIPs are rejected (default-deny). Disable this flag to restore previous behavior of accepting all IPs without validation.',
-    { features: ['service-proxy', 'router'], implemented: true, config: 'proxy.strictExternalIpValidation', options: { 'proxy-ipvs': 'strictExternalIpValidation', 'routing-bgp': 'strictExternalIpValidation' } }),
+    { features: ['service-proxy', 'router'], implemented: true, config: 'proxy.strictExternalIpValidation', options: { 'proxy-ipvs': 'strictExternalIpValidation', 'proxy-nftables': 'strictExternalIpValidation', 'routing-bgp': 'strictExternalIpValidation' } }),
   'use-nftables-for-netpol': bool(false, '[Experimental] Use nftables instead of iptables for the network policy controller. Requires nft >= 1.0.1 and kernel nftables support.',
     { ...FIREWALL, implemented: true, config: 'firewall.useNftables' }),
+  'use-nftables-for-service-proxy': bool(false, '[Experimental] Use nftables instead of IPVS for the service proxy (Kubernetes\' nftables Service semantics), for kernels without IPVS. Requires nft >= 1.0.1 and kernel nftables support.',
+    { ...PROXY, implemented: true, agentOnly: true, config: 'proxy.useNftables' }),
   v: flag(verbositySyntax(), 'log level for V logs',
     { ...ALWAYS, implemented: true, shorthand: 'v', config: 'logging.verbosity' }),
   version: bool(false, 'Print version information.',

@@ -8,7 +8,9 @@ export {
   flagOptions,
   MissingFeatureError,
   nftablesFirewallOptions,
+  nftablesProxyOptions,
   pluginsForConfig,
+  proxyPlugins,
 } from './catalog.js';
 export { environmentFor, kubeEnvironment } from './kube-environment.js';
 export { connectToCluster } from './cluster.js';

@@ -11,10 +11,9 @@ import { runDiff } from './diff-command.js';
 import { runExplain } from './explain-command.js';
 import type { AgentConfig } from './config.js';
 import { unsupportedSettings } from './feature-support.js';
-import { parseFlags } from './parse-flags.js';
 import { createLogger } from './logging.js';
 import { guardProcess } from './process-guard.js';
-import { cliOutput } from './cli-output.js';
+import { cliOutput, parseCommandLine, unsupportedMessage } from './cli-output.js';
 
 /** What the Kubernetes wiring hands the agent: services for the plugins and readiness conditions. */
 export interface AgentEnvironment {
@@ -57,13 +56,9 @@ export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
 export async function runCli(argv: readonly string[], deps: CliDependencies = {}): Promise<number> {
   if (argv[0] === 'diff') return runDiff(argv.slice(1), deps);
   if (argv[0] === 'explain') return runExplain(argv.slice(1), deps);
-  const { stdout, stderr } = cliOutput(deps);
-  const flags = parseFlags(argv, deps.env ?? process.env);
-  if (!flags.ok) {
-    if (flags.stdout) stdout(flags.stdout);
-    if (flags.stderr) stderr(flags.stderr);
-    return flags.exitCode;
-  }
+  const { stderr } = cliOutput(deps);
+  const flags = parseCommandLine(argv, deps);
+  if (!flags.ok) return flags.exitCode;
   const { config } = flags;
   const catalog = deps.catalog ?? defaultCatalog;
   const logger = createLogger(config, deps.logDestination);
@@ -78,10 +73,7 @@ export async function runCli(argv: readonly string[], deps: CliDependencies = {}
   );
 
   const unsupported = unsupportedSettings(config, flags.values, catalog);
-  if (unsupported.length > 0) {
-    const lines = unsupported.map((u) => `  - ${u.message}`).join('\n');
-    return refuse(new Error(`this build cannot do what the command line asks:\n${lines}`), EXIT.usage);
-  }
+  if (unsupported.length > 0) return refuse(new Error(unsupportedMessage(unsupported)), EXIT.usage);
 
   if (config.cleanupConfig) {
     const report = await cleanupAll(config, catalog, logger);

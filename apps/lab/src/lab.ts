@@ -56,8 +56,9 @@ function agentFlags(extra: readonly string[]): string[] {
   if (!settings.agentDefaults) return [...userFlags];
   return [
     '--run-firewall=true',
-    // The proxy needs IPVS; this kernel may have none (its tests run in a QEMU guest then).
-    `--run-service-proxy=${defaultCatalog['service-proxy'] !== undefined && existsSync('/proc/net/ip_vs')}`,
+    `--run-service-proxy=${defaultCatalog['service-proxy'] !== undefined}`,
+    // IPVS where the kernel has it, as kube-router; nftables where it has none (this host: IPVS is tested in a QEMU guest).
+    `--use-nftables-for-service-proxy=${!existsSync('/proc/net/ip_vs')}`,
     `--run-router=${defaultCatalog.router !== undefined}`,
     '--run-loadbalancer=true',
     '--loadbalancer-ip-range=10.255.0.0/24',
@@ -86,8 +87,8 @@ const { health, metrics } = checked.config;
 /** kube-router's default --cluster-asn when the flag keeps its "unset" 0. */
 const nodeAsn = checked.config.routing.clusterAsn === 0 ? 64_512 : checked.config.routing.clusterAsn;
 if (defaultCatalog.router === undefined) log.warn('this build has no router plugin: pods on different nodes cannot reach each other');
-if (defaultCatalog['service-proxy'] !== undefined && !existsSync('/proc/net/ip_vs')) {
-  log.warn('this kernel has no IPVS: the service proxy is off');
+if (checkedConfig.features['service-proxy'] && checkedConfig.proxy.useNftables) {
+  log.info('the service proxy runs on nftables (--use-nftables-for-service-proxy)');
 }
 
 const isRoot = process.getuid?.() === 0;
@@ -212,6 +213,10 @@ class ClusterLab {
       tls: true,
       tokens: [adminToken],
       rbac: true,
+      // EndpointSlices of every Service with a selector, as kube-controller-manager keeps them: the proxy's backends.
+      endpointSliceController: true,
+      // A deleted pod terminates through its kubelet (its preStop sleep): a serving, terminating endpoint meanwhile.
+      gracefulPodDeletion: true,
     }));
     this.userKubeconfig = await server.writeKubeconfig(join(workdir, 'kubeconfig'));
     process.on('SIGUSR2', this.compactHistory);
@@ -403,7 +408,13 @@ function urlOf(address: string, port: number): string {
 async function runWithoutDataplane(): Promise<number> {
   log.warn('not root: running one agent without the network-namespace lab (no pods, no firewall, no routing)');
   // HTTPS with a token, as the root lab's: the kubeconfig carries the CA and the token.
-  const server = await startApiServer({ port: settings.apiPort, seed, tls: true, tokens: [randomBytes(24).toString('hex')] });
+  const server = await startApiServer({
+    port: settings.apiPort,
+    seed,
+    tls: true,
+    tokens: [randomBytes(24).toString('hex')],
+    endpointSliceController: true,
+  });
   const kubeconfig = await server.writeKubeconfig(join(workdir, 'kubeconfig'));
   process.env.POD_NAME ??= 'kube-router-lab';
   process.env.POD_NAMESPACE ??= 'kube-system';

@@ -58,3 +58,16 @@ export { isIp, parseCidr, parseIp } from './ip-address.js';
 export type { IpCidr, IpFamily, ParsedIp } from './ip-address.js';
 export type { ParsedCidr } from './cidrs.js';
 export type { ServiceAddressRanges, ValidatedAddressKind } from './service-addresses.js';
+export { categorizeEndpoints, servicePortEndpoints, usesClusterEndpoints, usesLocalEndpoints } from './service-endpoints.js';
+export { HealthCheckServers } from './service-health-checks.js';
+export type { HealthCheckPort } from './service-health-checks.js';
+export type {
+  EndpointCategories,
+  EndpointNode,
+  EndpointPolicy,
+  EndpointSliceProblem,
+  ServiceEndpoint,
+  ServicePortEndpoints,
+  ServicePortRef,
+  TopologyMode,
+} from './service-endpoints.js';

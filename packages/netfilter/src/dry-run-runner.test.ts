@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { CommandError, RecordingRunner } from '@kube-router/netfilter';
-import type { CommandSpec } from '@kube-router/netfilter';
-import { DryRunRunner, isReadCommand } from './diff-runner.js';
+import { CommandError, type CommandSpec } from './command.js';
+import { DryRunRunner, isReadCommand } from './dry-run-runner.js';
+import { RecordingRunner } from './recording-runner.js';
 
 const spec = (line: string, extra: Partial<CommandSpec> = {}): CommandSpec => {
   const [command = '', ...args] = line.split(' ');
@@ -58,7 +58,7 @@ describe('isReadCommand', () => {
 describe('DryRunRunner', () => {
   it('runs reads, runs anything in its scratch namespace, and refuses every other command without running it', async () => {
     const inner = new RecordingRunner();
-    const runner = new DryRunRunner(inner, { scratchNetns: 'krt-diff-abc' });
+    const runner = new DryRunRunner(inner, { scratchNetns: 'krt-diff-abc', reason: 'kube-router diff changes nothing in the kernel' });
     await runner.run(spec('iptables-save -t filter'));
     await runner.run(spec('iptables-restore --noflush', { input: '*filter\nCOMMIT\n', netns: 'krt-diff-abc' }));
     const refused = runner.run(spec('iptables-restore --noflush', { input: '*filter\nCOMMIT\n' }));
@@ -73,7 +73,9 @@ describe('DryRunRunner', () => {
     const inner = new RecordingRunner();
     const runner = new DryRunRunner(inner);
     await runner.run(spec('nft -j list ruleset'));
-    await expect(runner.run(spec('nft -f -', { input: 'add table ip x', netns: 'krt-diff-abc' }))).rejects.toThrow(/was not run/);
+    await expect(runner.run(spec('nft -f -', { input: 'add table ip x', netns: 'krt-diff-abc' }))).rejects.toThrow(
+      /was not run: a dry run changes nothing in the kernel and this is not a command known to be a read/,
+    );
     expect(inner.lines()).toEqual(['nft -j list ruleset']);
   });
 });

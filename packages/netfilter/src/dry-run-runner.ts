@@ -1,5 +1,4 @@
-import { CommandError, formatCommandLine } from '@kube-router/netfilter';
-import type { CommandResult, CommandRunner, CommandSpec } from '@kube-router/netfilter';
+import { CommandError, formatCommandLine, type CommandResult, type CommandRunner, type CommandSpec } from './command.js';
 
 /** iptables-save, ip6tables-save and their -nft / -legacy variants: they only print. */
 const IPTABLES_SAVE = /^ip6?tables(-nft|-legacy)?-save$/;
@@ -38,21 +37,25 @@ export interface DryRunRunnerOptions {
    * command must be a read (isReadCommand), or it is refused.
    */
   readonly scratchNetns?: string;
+  /** Why a write is not run, for its CommandError (`kube-router diff changes nothing in the kernel`). */
+  readonly reason?: string;
 }
 
 /**
- * The runner of `kube-router diff`: reads run, writes to the scratch namespace run, and any other command is refused
- * with a CommandError before it starts, recorded in `refused`. It is the guard that keeps the node's kernel unchanged
- * even when a plugin's code path does something the diff did not expect.
+ * A runner for previews (`kube-router diff`): reads run, writes to the scratch namespace run, and any other command is
+ * refused with a CommandError before it starts, recorded in `refused`. It is the guard that keeps the node's kernel
+ * unchanged even when a plugin's code path does something the preview did not expect.
  */
 export class DryRunRunner implements CommandRunner {
   readonly refused: string[] = [];
   readonly #runner: CommandRunner;
   readonly #scratch: string | undefined;
+  readonly #reason: string;
 
   constructor(runner: CommandRunner, options: DryRunRunnerOptions = {}) {
     this.#runner = runner;
     this.#scratch = options.scratchNetns;
+    this.#reason = options.reason ?? 'a dry run changes nothing in the kernel';
   }
 
   run(spec: CommandSpec): Promise<CommandResult> {
@@ -65,7 +68,7 @@ export class DryRunRunner implements CommandRunner {
         args: spec.args ?? [],
         exitCode: null,
         ...(spec.netns !== undefined && { netns: spec.netns }),
-        notRunBecause: 'kube-router diff changes nothing in the kernel and this is not a command it knows to be a read',
+        notRunBecause: `${this.#reason} and this is not a command known to be a read`,
       }),
     );
   }

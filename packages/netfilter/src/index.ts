@@ -3,6 +3,8 @@ export type { CommandErrorDetails, CommandResult, CommandRunner, CommandSpec } f
 export { CommandRegistry, DEFAULT_COMMAND_TIMEOUT_MS, ExecRunner, runningCommands } from './exec-runner.js';
 export type { ExecRunnerOptions } from './exec-runner.js';
 export { RecordingRunner } from './recording-runner.js';
+export { DryRunRunner, isReadCommand } from './dry-run-runner.js';
+export type { DryRunRunnerOptions } from './dry-run-runner.js';
 export type {
   InvocationMatcher,
   RecordedInvocation,
@@ -47,6 +49,8 @@ export type {
 } from './ip.js';
 export { addNetns, deleteNetns, listNetns } from './netns.js';
 export { blamedInputLine } from './blamed-line.js';
+export { conntrackDeleteArgs, deleteConntrackEntries } from './conntrack.js';
+export type { ConntrackDeleteResult, ConntrackFilter, ConntrackOptions, ConntrackProtocol } from './conntrack.js';
 
 export { Ipvsadm, ipvsLock } from './ipvs.js';
 export type { IpvsadmOptions, IpvsRestoreResult, IpvsTimeouts } from './ipvs.js';

@@ -42,6 +42,19 @@ function isRunnable(pod: PodLike): boolean {
   );
 }
 
+/**
+ * The pods that hold each address now, by address text: only actionable pods, since a Succeeded or Failed pod keeps
+ * its IP in status after the IP has gone to another pod. For naming the pods of a packet or a flow.
+ */
+export function actionablePodsByIp<Pod extends PodLike>(pods: Iterable<Pod>): Map<string, Pod> {
+  const byIp = new Map<string, Pod>();
+  for (const pod of pods) {
+    if (!isPodActionable(pod)) continue;
+    for (const ip of podIps(pod)) byIp.set(ip.text, pod);
+  }
+  return byIp;
+}
+
 /** The pod's valid IPs from status.podIPs (or status.podIP), deduplicated. */
 export function podIps(pod: PodLike): ParsedIp[] {
   // Plain loops: every pod of the cluster is read here on a first compile.

@@ -33,7 +33,8 @@ function ipsetRestore(spec: CommandSpec): ScriptedResult {
   for (const [index, line] of lines.entries()) {
     const [verb, set = '', element = ''] = line.split(' ');
     if (verb !== 'add') continue;
-    const match = set.includes('svip-prt') ? /^(.+),(tcp|udp|sctp):(\d+)$/.exec(element) : [element, element];
+    // Every set but the local and service IPs holds `ip,proto:port` (the LoadBalancer source ranges a network after it).
+    const match = /local-ips|svip(-t)?$/.test(set) ? [element, element] : /^([^,]+),(tcp|udp|sctp):(\d+)(,[^,]+)?$/.exec(element);
     const readable = match !== null && parseIp(match[1] as string) !== undefined && Number(match[3] ?? 0) <= 65_535;
     if (!readable) return { exitCode: 1, stderr: `ipset v7.17: Error in line ${index + 1}: Syntax error: cannot parse ${element}` };
   }
@@ -77,7 +78,7 @@ describe('proxy controller with bad Services beside good ones', () => {
   it('reads an address of a Service or an endpoint as the kernel does: 010.0.0.1 and ::1.2.3.4 are not IPv4 8.0.0.1 and 1.2.3.4', async () => {
     const runner = fakeNode();
     const octal = svc('octal', { clusterIP: '10.96.0.6', externalIPs: ['010.0.0.1', '::1.2.3.4'] });
-    const octalSlice: V1EndpointSlice = { ...webSlice, metadata: { ...webSlice.metadata, name: 'octal-1', labels: { 'kubernetes.io/service-name': 'octal' } }, endpoints: [{ addresses: ['010.244.0.3', '10.244.0.4'] }] };
+    const octalSlice: V1EndpointSlice = { ...webSlice, metadata: { ...webSlice.metadata, name: 'octal-1', labels: { 'kubernetes.io/service-name': 'octal' } }, endpoints: [{ addresses: ['010.244.0.3'] }, { addresses: ['10.244.0.4'] }] };
     const proxy = controllerHarness(runner, { services: [web, octal], slices: [webSlice, octalSlice], node });
 
     expect(await proxy.sync()).toEqual(['service/ns/octal', 'service/ns/octal']);
@@ -88,8 +89,8 @@ describe('proxy controller with bad Services beside good ones', () => {
     expect(ipvs).toContain('-a -t 10.96.0.6:80 -r 10.244.0.4:8080 -m -w 1');
     expect(ipvs).not.toMatch(/8\.244\.0\.3|8\.0\.0\.1/);
     expect(proxy.warnings.map((warning) => warning.message)).toEqual([
-      'EndpointSlice octal-1: endpoint address "010.244.0.3" is not an IP address; it is not programmed',
       'externalip "010.0.0.1" is not an IP address',
+      'EndpointSlice octal-1: endpoint address "010.244.0.3" is not an IP address; it is not used',
     ]);
   });
 
@@ -131,5 +132,60 @@ describe('proxy controller with bad Services beside good ones', () => {
     const plain = fakeNode();
     expect(await controllerHarness(plain, { services: [web], slices: [webSlice], node }).sync()).toEqual([]);
     expect(plain.lines().filter((line) => line.includes('kube-bridge') || line.startsWith('bridge'))).toEqual([]);
+  });
+  it('deletes the UDP conntrack entries of a real server that goes, and tries a failed deletion again at the next sync', async () => {
+    const dns: V1Service = svc('dns', { clusterIP: '10.96.0.10', ports: [{ name: 'dns', protocol: 'UDP', port: 53 }] });
+    const dnsSlice: V1EndpointSlice = {
+      addressType: 'IPv4',
+      metadata: { namespace: 'ns', name: 'dns-1', labels: { 'kubernetes.io/service-name': 'dns' } },
+      ports: [{ name: 'dns', protocol: 'UDP', port: 5353 }],
+      endpoints: [{ addresses: ['10.244.0.2'], conditions: { ready: true } }],
+    };
+    const twoServers = '-A -u 10.96.0.10:53 -s rr\n-a -u 10.96.0.10:53 -r 10.244.0.2:5353 -m -w 1\n-a -u 10.96.0.10:53 -r 10.244.0.3:5353 -m -w 1\n';
+    const runner = fakeNode()
+      .on('ipvsadm -S -n', { stdout: twoServers })
+      .once('conntrack', { exitCode: 1, stderr: 'conntrack v1.4.7 (conntrack-tools): Operation failed: such conntrack doesn\'t exist' });
+    const proxy = controllerHarness(runner, { services: [dns], slices: [dnsSlice], node }, { enableIpv6: false });
+
+    expect(await proxy.sync()).toEqual(['conntrack/udp/10.96.0.10/53>10.244.0.3:5353']);
+    expect(ipvsInput(runner)).toContain('-d -u 10.96.0.10:53 -r 10.244.0.3:5353');
+    const deletion = 'conntrack -D -p udp -f ipv4 --orig-dst 10.96.0.10 --orig-port-dst 53 --reply-src 10.244.0.3 --reply-port-src 5353';
+    expect(runner.lines().filter((line) => line.startsWith('conntrack'))).toEqual([deletion]);
+
+    runner.invocations.length = 0;
+    runner.on('ipvsadm -S -n', { stdout: '-A -u 10.96.0.10:53 -s rr\n-a -u 10.96.0.10:53 -r 10.244.0.2:5353 -m -w 1\n' });
+    runner.on('conntrack', { exitCode: 0, stderr: 'conntrack v1.4.7 (conntrack-tools): 1 flow entries have been deleted.' });
+    expect(await proxy.sync('cluster changed')).toEqual([]);
+    expect(runner.lines().filter((line) => line.startsWith('conntrack'))).toEqual([deletion]);
+    expect(proxy.controller.lastSync()?.conntrackDeleted).toBe(1);
+
+    runner.invocations.length = 0;
+    expect(await proxy.sync('cluster changed')).toEqual([]);
+    expect(runner.lines().filter((line) => line.startsWith('conntrack'))).toEqual([]);
+  });
+
+  it('rejects new connections to a port without endpoints and keeps LoadBalancer IPs to their source ranges, whatever --ipvs-permit-all says', async () => {
+    const empty = svc('empty', { clusterIP: '10.96.0.7', ports: [{ name: 'http', protocol: 'UDP', port: 80 }] });
+    const lb: V1Service = {
+      ...svc('lb', { clusterIP: '10.96.0.8', type: 'LoadBalancer', loadBalancerSourceRanges: ['192.0.2.0/24', '203.0.113.9/32'], ports: [{ name: 'http', protocol: 'TCP', port: 80, nodePort: 30080 }] }),
+      status: { loadBalancer: { ingress: [{ ip: '198.51.100.1' }] } },
+    };
+    const lbSlice: V1EndpointSlice = { ...webSlice, metadata: { ...webSlice.metadata, name: 'lb-1', labels: { 'kubernetes.io/service-name': 'lb' } } };
+    const runner = fakeNode();
+    const proxy = controllerHarness(runner, { services: [empty, lb], slices: [lbSlice], node }, { enableIpv6: false, ipvsPermitAll: false });
+    expect(await proxy.sync()).toEqual([]);
+    const sets = ipsetInput(runner);
+    expect(sets).toContain('add kube-router-svip-noep-t 10.96.0.7,udp:80\n');
+    expect(sets).not.toMatch(/noep-t 10\.96\.0\.8|noloc-t \d/);
+    expect(sets).toContain('add kube-router-lb-fw-t 198.51.100.1,tcp:80\n');
+    expect(sets).toContain('add kube-router-lb-src-t 198.51.100.1,tcp:80,192.0.2.0/24\nadd kube-router-lb-src-t 198.51.100.1,tcp:80,203.0.113.9\n');
+    const rules = runner.invocations.filter((invocation) => invocation.command === 'iptables-restore').map((invocation) => invocation.input ?? '').join('');
+    expect(rules.split('\n').filter((line) => line.startsWith('-A KUBE-ROUTER-SERVICES'))).toEqual([
+      '-A KUBE-ROUTER-SERVICES -m comment --comment "drop LoadBalancer traffic from outside loadBalancerSourceRanges" -m set --match-set kube-router-lb-fw dst,dst -m set ! --match-set kube-router-lb-src dst,dst,src -j DROP',
+      '-A KUBE-ROUTER-SERVICES -m comment --comment "reject new connections to services without endpoints" -p tcp -m set --match-set kube-router-svip-noep dst,dst -m conntrack --ctstate NEW -j REJECT --reject-with tcp-reset',
+      '-A KUBE-ROUTER-SERVICES -m comment --comment "reject new connections to services without endpoints" -m set --match-set kube-router-svip-noep dst,dst -m conntrack --ctstate NEW -j REJECT --reject-with icmp-port-unreachable',
+      '-A KUBE-ROUTER-SERVICES -m comment --comment "drop new connections to services without local endpoints" -m set --match-set kube-router-svip-noloc dst,dst -m conntrack --ctstate NEW -j DROP',
+    ]);
+    expect(rules).toContain('-I INPUT 1 -m comment --comment "handle traffic to IPVS service IPs in custom chain" -m set --match-set kube-router-svip dst -j KUBE-ROUTER-SERVICES');
   });
 });

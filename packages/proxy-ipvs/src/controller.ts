@@ -1,13 +1,12 @@
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { createSyncController, messageOf, SyncFailures, SyncWarnings } from '@kube-router/controller';
 import type { Controller, PluginContext, ServiceFlow, ServicePath, SyncContext } from '@kube-router/controller';
-import { inCidrs, parseCidrs, strictServiceAddressRanges } from '@kube-router/kube';
+import { HealthCheckServers, inCidrs, parseCidrs, strictServiceAddressRanges } from '@kube-router/kube';
 import type { CommandRunner, IpvsServiceKey } from '@kube-router/netfilter';
 import { Dataplane } from './dataplane.js';
 import { explainServicePath, virtualServerOf } from './explain.js';
 import { FirewallStage } from './firewall-stage.js';
 import { HairpinStage } from './hairpin-stage.js';
-import { HealthCheckServers } from './health-check-servers.js';
 import { HostStage } from './host-stage.js';
 import { IpvsStage } from './ipvs-stage.js';
 import type { IpvsApplied } from './ipvs-stage.js';
@@ -47,6 +46,8 @@ export interface ProxySyncReport {
   readonly ipvsRestoreMs: number;
   readonly totalMs: number;
   readonly draining: number;
+  /** UDP conntrack entries deleted for real servers that went and services that got their first. */
+  readonly conntrackDeleted: number;
 }
 
 export interface ProxyController extends Controller {
@@ -140,7 +141,11 @@ class ProxySync {
     this.#gracefulPeriodMs = options.gracefulPeriodMs;
     this.#host = new HostStage(dataplane, options);
     this.#vips = new VipStage(dataplane, families, isExcluded);
-    this.#ipvs = new IpvsStage(dataplane.ipvs, { isExcluded, gracefulPeriodMs: options.gracefulTermination ? options.gracefulPeriodMs : 0 });
+    this.#ipvs = new IpvsStage(dataplane.ipvs, {
+      isExcluded,
+      gracefulPeriodMs: options.gracefulTermination ? options.gracefulPeriodMs : 0,
+      deleteConntrack: (filter) => dataplane.deleteConntrack(filter),
+    });
     this.#firewall = new FirewallStage(dataplane, families, options, ctx.nodeName);
     this.#hairpin = new HairpinStage(common, ctx.logger);
     this.#healthChecks = new HealthCheckServers(options.healthCheckBindAddress, ctx.logger);
@@ -231,6 +236,7 @@ class ProxySync {
       ipvsRestoreMs: Math.round(ipvs?.restoreMs ?? 0),
       totalMs: Math.round(totalMs),
       draining: this.#ipvs.draining,
+      conntrackDeleted: ipvs?.conntrackDeleted ?? 0,
     };
     this.#ctx.logger.debug({ ...this.report, services: model.services, failures }, 'proxy sync applied');
   }

@@ -1,6 +1,18 @@
-import { IpRoute2, Ipset, IpsetScript, Iptables, Ipvsadm, Mutex, renderIptablesRestore } from '@kube-router/netfilter';
-import type { CommandRunner, IpFamily, IpsetSpec, IpvsVirtualServer, SavedChain, SavedIpset, SavedTable } from '@kube-router/netfilter';
-import { DUMMY_INTERFACE, FIREWALL_CHAIN, LOCAL_IPS_SET, MASQUERADE_CHAIN, SERVICE_IPS_SET, SERVICE_IP_PORTS_SET, familySetName } from './names.js';
+import { deleteConntrackEntries, IpRoute2, Ipset, IpsetScript, Iptables, Ipvsadm, Mutex, renderIptablesRestore } from '@kube-router/netfilter';
+import type { CommandRunner, ConntrackFilter, IpFamily, IpsetSpec, IpvsVirtualServer, SavedChain, SavedIpset, SavedTable } from '@kube-router/netfilter';
+import {
+  DUMMY_INTERFACE,
+  FIREWALL_CHAIN,
+  LB_FIREWALL_SET,
+  LB_SOURCE_RANGES_SET,
+  LOCAL_IPS_SET,
+  MASQUERADE_CHAIN,
+  NO_ENDPOINTS_SET,
+  NO_LOCAL_ENDPOINTS_SET,
+  SERVICE_IPS_SET,
+  SERVICE_IP_PORTS_SET,
+  familySetName,
+} from './names.js';
 import type { DesiredVirtualServer } from './model.js';
 
 export interface DataplaneOptions {
@@ -27,12 +39,23 @@ const MASQ_JUMP_COMMENT = 'kube-router IPVS masquerade';
 const INPUT_JUMP = `INPUT -j ${FIREWALL_CHAIN}`;
 const MASQ_JUMP = `POSTROUTING -j ${MASQUERADE_CHAIN}`;
 
-/** The members of a family's three sets. */
+/** The members of a family's sets. */
 export interface ProxySetMembers {
   readonly localIps: readonly string[];
   readonly serviceIps: readonly string[];
   readonly serviceIpPorts: readonly string[];
+  /** `ip,proto:port` of LoadBalancer IPs that admit only their loadBalancerSourceRanges. */
+  readonly lbFirewall: readonly string[];
+  /** `ip,proto:port,network`: a range a LoadBalancer IP admits. */
+  readonly lbSourceRanges: readonly string[];
+  /** `ip,proto:port` of virtual services whose Service port has no usable endpoint: new connections rejected. */
+  readonly noEndpoints: readonly string[];
+  /** `ip,proto:port` of virtual services with no local endpoint under the Local policy: new connections dropped. */
+  readonly noLocalEndpoints: readonly string[];
 }
+
+/** Every set name of the proxy, without the family prefix. */
+export const PROXY_SET_BASES = [LOCAL_IPS_SET, SERVICE_IPS_SET, SERVICE_IP_PORTS_SET, LB_FIREWALL_SET, LB_SOURCE_RANGES_SET, NO_ENDPOINTS_SET, NO_LOCAL_ENDPOINTS_SET] as const;
 
 /** A set as refreshSets wrote it. */
 export interface ProxySetWritten {
@@ -59,12 +82,16 @@ export interface ProxyChainsWritten {
   readonly jumps: readonly string[];
 }
 
-/** The three sets of one family and the members they are to hold. */
+/** The sets of one family and the members they are to hold. */
 export function proxySets(family: IpFamily, members: ProxySetMembers): (ProxySetWritten & { readonly type: IpsetSpec['type'] })[] {
   return [
     { name: familySetName(LOCAL_IPS_SET, family), type: 'hash:ip', members: members.localIps },
     { name: familySetName(SERVICE_IPS_SET, family), type: 'hash:ip', members: members.serviceIps },
     { name: familySetName(SERVICE_IP_PORTS_SET, family), type: 'hash:ip,port', members: members.serviceIpPorts },
+    { name: familySetName(LB_FIREWALL_SET, family), type: 'hash:ip,port', members: members.lbFirewall },
+    { name: familySetName(LB_SOURCE_RANGES_SET, family), type: 'hash:ip,port,net', members: members.lbSourceRanges },
+    { name: familySetName(NO_ENDPOINTS_SET, family), type: 'hash:ip,port', members: members.noEndpoints },
+    { name: familySetName(NO_LOCAL_ENDPOINTS_SET, family), type: 'hash:ip,port', members: members.noLocalEndpoints },
   ];
 }
 
@@ -168,7 +195,7 @@ export class Dataplane {
 
   /** The read-back of a full sync, for every family at once: our sets saved by name, and every set's name. */
   async readSets(): Promise<ProxySetsFound> {
-    const ours = new Set(this.#options.families.flatMap((family) => [LOCAL_IPS_SET, SERVICE_IPS_SET, SERVICE_IP_PORTS_SET].map((base) => familySetName(base, family))));
+    const ours = new Set(this.#options.families.flatMap((family) => PROXY_SET_BASES.map((base) => familySetName(base, family))));
     const { sets, names } = await this.ipset.saveOwn((name) => ours.has(name));
     return { sets: new Map(sets.map((set) => [set.name, set])), names: new Set(names) };
   }
@@ -215,13 +242,25 @@ export class Dataplane {
     const localIps = familySetName(LOCAL_IPS_SET, family);
     const icmp = family === 'ipv4' ? ['-p icmp --icmp-type echo-request', '-p icmp --icmp-type destination-unreachable', '-p icmp --icmp-type time-exceeded'] : ['-p ipv6-icmp --icmpv6-type echo-request', '-p ipv6-icmp --icmpv6-type destination-unreachable', '-p ipv6-icmp --icmpv6-type packet-too-big', '-p ipv6-icmp --icmpv6-type time-exceeded'];
     const reject = family === 'ipv4' ? 'icmp-port-unreachable' : 'icmp6-port-unreachable';
-    const filterRules = chains.permitAll
+    const set = (base: string) => familySetName(base, family);
+    // Before kube-router's permit-all rules, whatever the flag: Kubernetes' semantics of every Service. Only new
+    // connections are refused, so that what drains from a removed endpoint finishes.
+    const serviceRules = [
+      `-m comment --comment "drop LoadBalancer traffic from outside loadBalancerSourceRanges" -m set --match-set ${set(LB_FIREWALL_SET)} dst,dst -m set ! --match-set ${set(LB_SOURCE_RANGES_SET)} dst,dst,src -j DROP`,
+      `-m comment --comment "reject new connections to services without endpoints" -p tcp -m set --match-set ${set(NO_ENDPOINTS_SET)} dst,dst -m conntrack --ctstate NEW -j REJECT --reject-with tcp-reset`,
+      `-m comment --comment "reject new connections to services without endpoints" -m set --match-set ${set(NO_ENDPOINTS_SET)} dst,dst -m conntrack --ctstate NEW -j REJECT --reject-with ${reject}`,
+      `-m comment --comment "drop new connections to services without local endpoints" -m set --match-set ${set(NO_LOCAL_ENDPOINTS_SET)} dst,dst -m conntrack --ctstate NEW -j DROP`,
+    ];
+    const filterRules = [
+      ...serviceRules,
+      ...(chains.permitAll
       ? [
           ...icmp.map((rule) => `-m comment --comment "allow icmp to ipvs services" ${rule} -j ACCEPT`),
           `-m comment --comment "allow input traffic to ipvs services" -m set --match-set ${svipPort} dst,dst -j ACCEPT`,
           `-m comment --comment "reject all unexpected traffic to service IPs" -m set ! --match-set ${localIps} dst -j REJECT --reject-with ${reject}`,
         ]
-      : [];
+      : []),
+    ];
     const inputJump = ['-m', 'comment', '--comment', INPUT_JUMP_COMMENT, '-m', 'set', '--match-set', svip, 'dst', '-j', FIREWALL_CHAIN];
     // Hairpin first: a pod that reaches itself through a VIP would get its own address as the source, which it drops.
     const hostBits = family === 'ipv4' ? 32 : 128;
@@ -257,7 +296,8 @@ export class Dataplane {
     );
     // The jumps are checked once the chains exist (`iptables -C` fails on a jump to a missing chain).
     const hasJump = async (spec: string, table: string, chain: string, rule: readonly string[]) => (found ? found.jumps.has(spec) : iptables.hasRule(table, chain, rule));
-    const filterLines = chains.permitAll && !(await hasJump(INPUT_JUMP, 'filter', 'INPUT', inputJump)) ? [`-I INPUT 1 ${quoteRule(inputJump)}`] : [];
+    // Jumped to whatever --ipvs-permit-all says: the chain always holds the rules of every Service above.
+    const filterLines = (await hasJump(INPUT_JUMP, 'filter', 'INPUT', inputJump)) ? [] : [`-I INPUT 1 ${quoteRule(inputJump)}`];
     const natLines = (await hasJump(MASQ_JUMP, 'nat', 'POSTROUTING', masqJump)) ? [] : [`-A POSTROUTING ${quoteRule(masqJump)}`];
     if (filterLines.length > 0 || natLines.length > 0) {
       await iptables.restore(
@@ -272,8 +312,17 @@ export class Dataplane {
         { name: FIREWALL_CHAIN, rules: filterRules },
         { name: MASQUERADE_CHAIN, rules: masqRules },
       ],
-      jumps: chains.permitAll ? [INPUT_JUMP, MASQ_JUMP] : [MASQ_JUMP],
+      jumps: [INPUT_JUMP, MASQ_JUMP],
     };
+  }
+
+  /** `conntrack -D` of the flows a filter names; how many the kernel deleted. */
+  async deleteConntrack(filter: ConntrackFilter): Promise<number> {
+    const result = await deleteConntrackEntries(this.#options.runner, filter, {
+      timeoutMs: this.#options.timeoutMs,
+      ...(this.#options.netns !== undefined && { netns: this.#options.netns }),
+    });
+    return result.deleted;
   }
 
   #iptables(family: IpFamily): Iptables {
@@ -320,7 +369,7 @@ export class Dataplane {
       const names = new Set(await this.ipset.listNames());
       const script = new IpsetScript();
       for (const family of ['ipv4', 'ipv6'] as const) {
-        for (const base of [LOCAL_IPS_SET, SERVICE_IPS_SET, SERVICE_IP_PORTS_SET]) {
+        for (const base of PROXY_SET_BASES) {
           const name = familySetName(base, family);
           if (names.has(name)) script.destroy(name);
         }

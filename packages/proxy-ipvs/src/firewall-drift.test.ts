@@ -2,7 +2,8 @@ import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node
 import { RecordingRunner } from '@kube-router/netfilter';
 import type { CommandSpec, ScriptedResult } from '@kube-router/netfilter';
 import { describe, expect, it } from 'vitest';
-import { FIREWALL_CHAIN, LOCAL_IPS_SET, MASQUERADE_CHAIN, SERVICE_IPS_SET, SERVICE_IP_PORTS_SET } from './names.js';
+import { PROXY_SET_BASES } from './dataplane.js';
+import { FIREWALL_CHAIN, MASQUERADE_CHAIN, SERVICE_IPS_SET, SERVICE_IP_PORTS_SET } from './names.js';
 import { controllerHarness } from './testing/controller-harness.js';
 import type { ControllerHarness } from './testing/controller-harness.js';
 import { driftLines } from './testing/drift.js';
@@ -236,7 +237,7 @@ describe('drift of the proxy’s own chains and ipsets', () => {
     // Never a save of every set: it would hold another tool's sets busy while they are dumped (kube-router #1918).
     expect(kernel.readBacks()).toEqual([
       'ipset list -n',
-      `ipset save ${LOCAL_IPS_SET} ${SERVICE_IPS_SET} ${SERVICE_IP_PORTS_SET}`,
+      `ipset save ${PROXY_SET_BASES.join(' ')}`,
       'iptables-save -t filter',
       'iptables-save -t nat',
     ]);

@@ -27,8 +27,14 @@ export interface FirewallDrift {
 
 const isFamily = (family: IpFamily) => (address: string) => address.includes(':') === (family === 'ipv6');
 
+/** ipset prints a host network without its prefix (`10.0.0.1`, not `10.0.0.1/32`): written so, a read-back compares equal. */
+function asIpsetSpells(cidr: string, family: IpFamily): string {
+  const host = family === 'ipv4' ? '/32' : '/128';
+  return cidr.endsWith(host) ? cidr.slice(0, -host.length) : cidr;
+}
+
 /**
- * The ipsets (local IPs, service IPs, service IP:ports) and the iptables chains (service firewall, masquerade) of each
+ * The ipsets (local IPs, service IPs, service IP:ports, LoadBalancer source ranges, services without endpoints) and the iptables chains (service firewall, masquerade) of each
  * family. A triggered sync re-applies a family's sets or chains only when their content changed since they last
  * applied. A full sync reads them back first (its own sets saved by name, one `iptables-save` per table and family),
  * rewrites them all as before, and reports what it found changed since this process wrote it (FirewallRecord).
@@ -84,10 +90,16 @@ export class FirewallStage {
     found: ProxySetsFound | undefined,
     failures: SyncFailures,
   ): Promise<readonly string[]> {
+    const ipPort = (server: DesiredVirtualServer) => `${server.service.address},${server.service.protocol}:${server.service.port}`;
+    const firewalled = servers.filter((server) => server.sourceRanges !== undefined);
     const members = {
       localIps: inputs.localAddresses.filter(isFamily(family)).sort(),
       serviceIps: [...new Set(servers.map((server) => server.service.address))].sort(),
-      serviceIpPorts: [...new Set(servers.map((server) => `${server.service.address},${server.service.protocol}:${server.service.port}`))].sort(),
+      serviceIpPorts: [...new Set(servers.map(ipPort))].sort(),
+      lbFirewall: firewalled.map(ipPort).sort(),
+      lbSourceRanges: firewalled.flatMap((server) => (server.sourceRanges ?? []).map((range) => `${ipPort(server)},${asIpsetSpells(range, family)}`)).sort(),
+      noEndpoints: servers.filter((server) => server.noEndpoints === 'reject').map(ipPort).sort(),
+      noLocalEndpoints: servers.filter((server) => server.noEndpoints === 'drop').map(ipPort).sort(),
     };
     const names = proxySets(family, members).map((set) => set.name);
     const drift = found ? this.#record.setDrift(names, found.sets) : [];

@@ -5,7 +5,7 @@ export type { ProxyController, ProxyControllerDeps, ProxySources, ProxySyncRepor
 export { proxyIpvsOptions } from './options.js';
 export type { ProxyIpvsOptions, ResolvedProxyIpvsOptions } from './options.js';
 export { buildProxyModel, skipReason } from './model.js';
-export type { DesiredVirtualServer, HealthCheckPort, ModelInputs, ModelOptions, ProxyModel, ServiceProblem, VirtualServerKind } from './model.js';
+export type { DesiredVirtualServer, ModelInputs, ModelOptions, ProxyModel, ServiceProblem, VirtualServerKind } from './model.js';
 export { planIpvs } from './plan.js';
 export type { DrainingDestination, IpvsPlan, PlanContext } from './plan.js';
 export { PROXY_SYSCTLS } from './dataplane.js';

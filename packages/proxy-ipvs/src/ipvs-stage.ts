@@ -1,9 +1,9 @@
 import type { SyncFailures } from '@kube-router/controller';
-import { ipvsServiceId } from '@kube-router/netfilter';
-import type { IpvsDestinationConnections, Ipvsadm, IpvsVirtualServer } from '@kube-router/netfilter';
+import { ipvsAddressFamily, ipvsServiceId } from '@kube-router/netfilter';
+import type { ConntrackFilter, IpvsDestinationConnections, Ipvsadm, IpvsVirtualServer } from '@kube-router/netfilter';
 import type { ProxyModel } from './model.js';
 import { drainKey, planIpvs } from './plan.js';
-import type { DrainingDestination, IpvsPlan } from './plan.js';
+import type { DrainingDestination, IpvsPlan, StaleFlows } from './plan.js';
 import type { SyncWarnings } from '@kube-router/controller';
 
 /** What one sync did to IPVS. */
@@ -19,6 +19,8 @@ export interface IpvsApplied {
    * removed behind the agent's back (`ipvsadm -D`, `-d`), and put back by this sync.
    */
   readonly drift: { readonly services: readonly string[]; readonly destinations: readonly string[] };
+  /** UDP conntrack entries deleted (flows to real servers that went, or to services that got their first). */
+  readonly conntrackDeleted: number;
 }
 
 export interface IpvsStageOptions {
@@ -26,7 +28,12 @@ export interface IpvsStageOptions {
   readonly isExcluded: (address: string) => boolean;
   /** 0 disables graceful termination. */
   readonly gracefulPeriodMs: number;
+  /** Deletes the conntrack entries a filter names, resolving with how many; absent, stale flows are left alone. */
+  readonly deleteConntrack?: (filter: ConntrackFilter) => Promise<number>;
 }
+
+/** conntrack walks the whole table per delete: a few at once keep a burst (a node's first sync) short without a flood. */
+const CONNTRACK_CONCURRENCY = 4;
 
 /**
  * The IPVS virtual and real servers: one read of the kernel's state, the plan of the fewest operations, one restore
@@ -39,6 +46,8 @@ export class IpvsStage {
   #draining: ReadonlyMap<string, DrainingDestination> = new Map();
   /** The services and real servers (drainKey) the last sync left in the kernel as wanted; empty until one applied cleanly. */
   #inPlace: IpvsObjects = { services: new Set(), destinations: new Set() };
+  /** Stale flows whose deletion failed, by staleFlowsKey: tried again at the next sync. */
+  #staleFlowsPending = new Map<string, StaleFlows>();
 
   constructor(ipvs: Ipvsadm, options: IpvsStageOptions) {
     this.#ipvs = ipvs;
@@ -73,7 +82,40 @@ export class IpvsStage {
     const inKernel = new Set(current.map((server) => ipvsServiceId(server.service)));
     let added = 0;
     for (const id of model.virtualServers.keys()) if (!inKernel.has(id)) added++;
-    return { operations, saveMs, restoreMs, virtualServers: current.length - plan.deletions.length + added, drift };
+    const conntrackDeleted = await this.#deleteStaleFlows(plan.staleFlows, failures);
+    return { operations, saveMs, restoreMs, virtualServers: current.length - plan.deletions.length + added, drift, conntrackDeleted };
+  }
+
+  /**
+   * Deletes the UDP conntrack entries of the plan (and those an earlier sync failed to delete) once IPVS has changed:
+   * deleted before, a client's next packet would make the entry again towards the old real server. Each failure is
+   * joined on its own and kept for the next sync; one never stops the others.
+   */
+  async #deleteStaleFlows(planned: readonly StaleFlows[], failures: SyncFailures): Promise<number> {
+    const deleteConntrack = this.#options.deleteConntrack;
+    if (!deleteConntrack) return 0;
+    const todo = new Map(this.#staleFlowsPending);
+    for (const flows of planned) todo.set(staleFlowsKey(flows), flows);
+    this.#staleFlowsPending = new Map();
+    const queue = [...todo];
+    let deleted = 0;
+    const worker = async () => {
+      for (let next = queue.shift(); next; next = queue.shift()) {
+        const [key, flows] = next;
+        const filter: ConntrackFilter = {
+          protocol: 'udp',
+          family: ipvsAddressFamily(flows.service.address),
+          originalDestination: flows.service.address,
+          originalPort: flows.service.port,
+          ...(flows.endpoint && { replySource: flows.endpoint.address, replySourcePort: flows.endpoint.port }),
+        };
+        const count = await failures.attempt(`conntrack/${key}`, () => deleteConntrack(filter));
+        if (count === undefined) this.#staleFlowsPending.set(key, flows);
+        else deleted += count;
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(CONNTRACK_CONCURRENCY, queue.length) }, worker));
+    return deleted;
   }
 
   /** The wanted services and real servers that the last sync left in place and the kernel no longer has. */
@@ -131,6 +173,11 @@ export class IpvsStage {
     for (const line of leftover.deletions) failures.add(`ipvs-cleanup/${line}`, new Error(`IPVS refused "${line}": ${stderr}`));
     return { operations, restoreMs };
   }
+}
+
+/** `udp/10.96.0.10/53` for the whole service, `udp/10.96.0.10/53>10.244.1.5:53` for one real server's flows. */
+function staleFlowsKey(flows: StaleFlows): string {
+  return flows.endpoint ? drainKey(flows.service, flows.endpoint) : ipvsServiceId(flows.service);
 }
 
 /** Service ids and real server keys (drainKey) of a set of virtual servers. */

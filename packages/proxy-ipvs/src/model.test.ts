@@ -9,12 +9,16 @@ const node: V1Node = { metadata: { name: NODE }, status: { addresses: [{ type: '
 function svc(name: string, spec: V1Service['spec'], extra: Partial<V1Service['metadata']> = {}, status?: V1Service['status']): V1Service {
   return { metadata: { namespace: 'ns', name, ...extra }, spec: { clusterIP: '10.96.0.1', ports: [{ name: 'http', protocol: 'TCP', port: 80 }], ...spec }, ...(status && { status }) };
 }
-function slice(name: string, type: 'IPv4' | 'IPv6', endpoints: { ip: string; node?: string; ready?: boolean }[], port = 8080): V1EndpointSlice {
+function slice(name: string, type: 'IPv4' | 'IPv6', endpoints: { ip: string; node?: string; ready?: boolean; serving?: boolean; terminating?: boolean }[], port = 8080, protocol = 'TCP'): V1EndpointSlice {
   return {
     addressType: type,
     metadata: { namespace: 'ns', name: `${name}-${type}`, labels: { 'kubernetes.io/service-name': name } },
-    ports: [{ name: 'http', protocol: 'TCP', port }],
-    endpoints: endpoints.map((e) => ({ addresses: [e.ip], conditions: { ready: e.ready ?? true }, nodeName: e.node ?? NODE })),
+    ports: [{ name: 'http', protocol, port }],
+    endpoints: endpoints.map((e) => ({
+      addresses: [e.ip],
+      conditions: { ready: e.ready ?? true, ...(e.serving !== undefined && { serving: e.serving }), ...(e.terminating !== undefined && { terminating: e.terminating }) },
+      nodeName: e.node ?? NODE,
+    })),
   };
 }
 function model(services: V1Service[], slices: V1EndpointSlice[], overrides: Partial<ModelInputs> = {}, bindAll = false) {
@@ -151,9 +155,9 @@ describe('buildProxyModel', () => {
     const m = model([svc('web', {})], [web, broken]);
     expect(m.virtualServers.get('tcp/10.96.0.1/80')?.destinations).toEqual([{ address: '10.244.0.3', port: 8080, forwarding: 'masquerade', weight: 1 }]);
     expect(m.problems.map((problem) => [problem.owner, problem.reason, problem.message])).toEqual([
-      ['ns/web', 'InvalidEndpointSlice', 'EndpointSlice web-IPv4: endpoint address "010.244.0.2" is not an IP address; it is not programmed'],
-      ['ns/web', 'InvalidEndpointSlice', 'EndpointSlice web-IPv4: endpoint address "fe80::2%eth0" is not an IP address; it is not programmed'],
-      ['ns/web', 'InvalidEndpointSlice', 'EndpointSlice broken-IPv4: port "http" 70000 is outside 1-65535; its endpoints are not programmed'],
+      ['ns/web', 'InvalidEndpointSlice', 'EndpointSlice web-IPv4: endpoint address "010.244.0.2" is not an IP address; it is not used'],
+      ['ns/web', 'InvalidEndpointSlice', 'EndpointSlice web-IPv4: endpoint address "fe80::2%eth0" is not an IP address; it is not used'],
+      ['ns/web', 'InvalidEndpointSlice', 'EndpointSlice broken-IPv4: port "http" 70000 is outside 1-65535; its endpoints are not used'],
     ]);
   });
 
@@ -316,5 +320,68 @@ describe('buildProxyModel', () => {
     );
     expect(ids(m)).toEqual(['tcp/10.96.0.1/80']);
     expect(m.problems).toEqual([expect.objectContaining({ owner: 'ns/dup', reason: 'DuplicateServiceAddress' })]);
+  });
+  describe('Kubernetes semantics beyond kube-router', () => {
+    const terminating = (ip: string, node = NODE) => ({ ip, node, ready: false, serving: true, terminating: true });
+    const dests = (m: ReturnType<typeof model>, id: string) => m.virtualServers.get(id)?.destinations.map((d) => d.address);
+
+    it('uses serving terminating endpoints only when no ready one exists (KEP-1669)', () => {
+      const withReady = model([svc('web', {})], [slice('web', 'IPv4', [{ ip: '10.244.0.2' }, terminating('10.244.0.3')])]);
+      expect(dests(withReady, 'tcp/10.96.0.1/80')).toEqual(['10.244.0.2']);
+      const onlyTerminating = model([svc('web', {})], [slice('web', 'IPv4', [terminating('10.244.0.3'), { ip: '10.244.0.4', ready: false, serving: false, terminating: true }])]);
+      expect(dests(onlyTerminating, 'tcp/10.96.0.1/80')).toEqual(['10.244.0.3']);
+      expect(onlyTerminating.virtualServers.get('tcp/10.96.0.1/80')?.noEndpoints).toBeUndefined();
+    });
+
+    it('falls back per traffic policy: Local takes this node’s terminating ones when it has no ready one, Cluster keeps the ready ones elsewhere', () => {
+      const m = model(
+        [svc('lb', { type: 'NodePort', externalTrafficPolicy: 'Local', ports: [{ name: 'http', protocol: 'TCP', port: 80, nodePort: 30080 }] })],
+        [slice('lb', 'IPv4', [{ ip: '10.244.1.2', node: 'n2' }, terminating('10.244.0.3')])],
+      );
+      expect(dests(m, 'tcp/10.96.0.1/80')).toEqual(['10.244.1.2']);
+      expect(dests(m, 'tcp/192.168.1.10/30080')).toEqual(['10.244.0.3']);
+    });
+
+    it('rejects where a Service port has no usable endpoint, drops where only the Local policy finds none', () => {
+      const m = model(
+        [
+          svc('empty', { clusterIP: '10.96.0.2' }),
+          svc('local', { clusterIP: '10.96.0.3', type: 'NodePort', externalTrafficPolicy: 'Local', ports: [{ name: 'http', protocol: 'TCP', port: 80, nodePort: 30081 }] }),
+        ],
+        [slice('empty', 'IPv4', [{ ip: '10.244.0.9', ready: false, serving: false }]), slice('local', 'IPv4', [{ ip: '10.244.1.2', node: 'n2' }])],
+      );
+      expect(m.virtualServers.get('tcp/10.96.0.2/80')).toMatchObject({ destinations: [], noEndpoints: 'reject' });
+      expect(m.virtualServers.get('tcp/10.96.0.3/80')?.noEndpoints).toBeUndefined();
+      expect(m.virtualServers.get('tcp/192.168.1.10/30081')).toMatchObject({ destinations: [], noEndpoints: 'drop' });
+    });
+
+    it('counts only ready local endpoints for the health check, so a node whose pods terminate fails it', () => {
+      const lb = svc('lb', { type: 'LoadBalancer', externalTrafficPolicy: 'Local', healthCheckNodePort: 32000, ports: [{ name: 'http', protocol: 'TCP', port: 80, nodePort: 30080 }] });
+      expect(model([lb], [slice('lb', 'IPv4', [terminating('10.244.0.3'), { ip: '10.244.0.4' }])]).healthChecks).toEqual([{ owner: 'ns/lb', port: 32000, localEndpoints: 1 }]);
+      expect(model([lb], [slice('lb', 'IPv4', [terminating('10.244.0.3')])]).healthChecks).toEqual([{ owner: 'ns/lb', port: 32000, localEndpoints: 0 }]);
+    });
+
+    it('narrows the cluster endpoints by topology hints for this node’s zone', () => {
+      const zoned: V1Node = { ...node, metadata: { name: NODE, labels: { 'topology.kubernetes.io/zone': 'z1' } } };
+      const hinted = slice('web', 'IPv4', [{ ip: '10.244.0.2' }, { ip: '10.244.1.2', node: 'n2' }]);
+      hinted.endpoints[0]!.hints = { forZones: [{ name: 'z1' }] };
+      hinted.endpoints[1]!.hints = { forZones: [{ name: 'z2' }] };
+      expect(dests(model([svc('web', {})], [hinted], { node: zoned }), 'tcp/10.96.0.1/80')).toEqual(['10.244.0.2']);
+    });
+
+    it('reads loadBalancerSourceRanges per family onto the LoadBalancer IPs only: canonical, fail closed, /0 opens', () => {
+      const status = { loadBalancer: { ingress: [{ ip: '198.51.100.1' }, { ip: '2001:db8::1' }] } };
+      const lb = (ranges: string[]) =>
+        model([svc('lb', { type: 'LoadBalancer', clusterIPs: ['10.96.0.1'], loadBalancerSourceRanges: ranges, ports: [{ name: 'http', protocol: 'TCP', port: 80, nodePort: 30080 }] }, {}, status)], [slice('lb', 'IPv4', [{ ip: '10.244.0.2' }])]);
+      const m = lb(['192.0.2.7/24', ' 203.0.113.0/25 ', '192.0.2.0/24', 'not-a-cidr']);
+      expect(m.virtualServers.get('tcp/198.51.100.1/80')?.sourceRanges).toEqual(['192.0.2.0/24', '203.0.113.0/25']);
+      // Ranges given, none of IPv6: the IPv6 LoadBalancer IP admits nobody rather than everybody.
+      expect(m.virtualServers.get('tcp/2001:db8::1/80')?.sourceRanges).toEqual([]);
+      expect(m.virtualServers.get('tcp/10.96.0.1/80')?.sourceRanges).toBeUndefined();
+      expect(m.virtualServers.get('tcp/192.168.1.10/30080')?.sourceRanges).toBeUndefined();
+      expect(m.problems).toEqual([{ owner: 'ns/lb', reason: 'InvalidServiceSourceRange', message: 'loadBalancerSourceRanges "not-a-cidr" is not a CIDR; it admits nobody' }]);
+      expect(lb(['0.0.0.0/0', '10.0.0.0/8']).virtualServers.get('tcp/198.51.100.1/80')?.sourceRanges).toBeUndefined();
+      expect(lb([]).virtualServers.get('tcp/198.51.100.1/80')?.sourceRanges).toBeUndefined();
+    });
   });
 });

@@ -1,12 +1,19 @@
 import type { V1EndpointSlice, V1Node, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { ipvsServiceId } from '@kube-router/netfilter';
 import type { IpFamily, IpvsDestination, IpvsProtocol, IpvsService } from '@kube-router/netfilter';
-import { parseIp, serviceAddressValidator } from '@kube-router/kube';
-import type { ParsedIp, ServiceAddressRanges, ValidatedAddressKind } from '@kube-router/kube';
+import { categorizeEndpoints, parseCidr, parseIp, serviceAddressValidator, servicePortEndpoints } from '@kube-router/kube';
+import type { EndpointCategories, EndpointPolicy, HealthCheckPort, ParsedIp, ServiceAddressRanges, ServiceEndpoint, ValidatedAddressKind } from '@kube-router/kube';
 import { ANNOTATIONS, HEADLESS_LABEL, SERVICE_PROXY_NAME_LABEL } from './names.js';
 
 /** Where a virtual service's address comes from; NodePorts sit on node addresses, the others on kube-dummy-if. */
 export type VirtualServerKind = 'cluster-ip' | 'node-port' | 'external-ip' | 'load-balancer';
+
+/**
+ * What a virtual service without real servers does with a new connection, as kube-proxy does: `reject` when its
+ * Service port has no usable endpoint anywhere (the client learns at once), `drop` when endpoints exist but none on
+ * this node and the traffic policy is Local (a load balancer's health check steers clients elsewhere).
+ */
+export type NoEndpointsVerdict = 'reject' | 'drop';
 
 export interface DesiredVirtualServer {
   readonly id: string;
@@ -20,12 +27,13 @@ export interface DesiredVirtualServer {
   readonly preserveClientAddress: boolean;
   /** A pod reaching itself through this address is SNATed to it (--hairpin-mode, kube-router.io/service.hairpin). */
   readonly hairpin: boolean;
-}
-
-export interface HealthCheckPort {
-  readonly owner: string;
-  readonly port: number;
-  readonly localEndpoints: number;
+  /** Set when `destinations` is empty: what the firewall does with new connections to it. */
+  readonly noEndpoints?: NoEndpointsVerdict;
+  /**
+   * A LoadBalancer IP's `loadBalancerSourceRanges` of its family, as networks (`10.0.0.0/8`): only clients in them
+   * reach it. Absent when the Service names none, or names a /0 of the family (every client).
+   */
+  readonly sourceRanges?: readonly string[];
 }
 
 export interface ServiceProblem {
@@ -85,6 +93,7 @@ const PROTOCOLS: ReadonlyMap<string, IpvsProtocol> = new Map([
   ['SCTP', 'sctp'],
 ]);
 const PORT_RANGE = '1-65535';
+const ZONE_LABEL = 'topology.kubernetes.io/zone';
 
 /**
  * A port the kernel tools take. The API server refuses others, but a port that slips through (0, 70000) would make
@@ -131,7 +140,9 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
     const hairpin = options.hairpinMode === true || ANNOTATIONS.hairpin in annotations;
     const hairpinExternal = hairpin && ANNOTATIONS.hairpinExternalIps in annotations;
     const problem = (reason: string, message: string) => problems.push({ owner, reason, message });
-    const slices = readSlices(inputs.slicesFor(namespace, name), inputs.nodeName, problem);
+    const slices = inputs.slicesFor(namespace, name);
+    // One problem per bad slice entry, not one per Service port that reads it.
+    const sliceProblems = new Set<string>();
     // Every address read strictly: one that is not an address as the kernel reads it (`010.0.0.1`, a zone) is a
     // problem of this Service (a Warning, a failed sync), never programmed as another address; its other addresses stand.
     const addresses = (kind: 'clusterip' | ValidatedAddressKind, candidates: readonly string[]): ParsedIp[] =>
@@ -159,6 +170,13 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
             (svc.status?.loadBalancer?.ingress ?? []).filter((ingress) => ingress.ip && ingress.ipMode !== 'Proxy').map((ingress) => ingress.ip as string),
           ),
     );
+    const sourceRanges = sourceRangesOf(svc, problem);
+    const policy = (port: V1ServicePort): EndpointPolicy => ({
+      internalLocal,
+      externalLocal,
+      externallyAccessible: externalIps.length > 0 || lbIps.length > 0 || hasNodePort(svc, port),
+    });
+    const endpointNode = { name: inputs.nodeName, zone: inputs.node?.metadata?.labels?.[ZONE_LABEL] };
     let localEndpointsForHealth = 0;
 
     for (const port of svc.spec?.ports ?? []) {
@@ -173,17 +191,37 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
         problem('InvalidServicePort', `${label}: ${badPort}; the port is not programmed`);
         continue;
       }
-      const endpoints = endpointsFor(slices, port);
+      const read = servicePortEndpoints(slices, { name: port.name ?? '', protocol: port.protocol ?? 'TCP' }, inputs.nodeName);
+      for (const { slice, message } of read.problems) {
+        const text = `EndpointSlice ${slice}: ${message}`;
+        if (!sliceProblems.has(text)) problem('InvalidEndpointSlice', text);
+        sliceProblems.add(text);
+      }
+      // Chosen per family, as kube-proxy's proxier of each family does: ready endpoints, serving terminating ones only
+      // when no ready one exists (KEP-1669), per traffic policy, narrowed by topology hints.
+      const byFamily = new Map<IpFamily, EndpointCategories>();
+      const chosen = (family: IpFamily): EndpointCategories => {
+        let categories = byFamily.get(family);
+        if (!categories) {
+          categories = categorizeEndpoints(read.endpoints.filter((endpoint) => endpoint.family === family), policy(port), endpointNode);
+          byFamily.set(family, categories);
+        }
+        return categories;
+      };
       if (hairpin) {
         // As kube-router's syncHairpinIptablesRules: only local endpoints, only of a family the Service has a cluster IP of.
-        for (const endpoint of endpoints) {
-          if (!endpoint.local || !clusterIps.some((ip) => ip.family === endpoint.address.family)) continue;
-          const owners = hairpinEndpoints.get(endpoint.address.text) ?? [];
-          if (!owners.includes(owner)) owners.push(owner);
-          hairpinEndpoints.set(endpoint.address.text, owners);
+        for (const family of new Set(clusterIps.map((ip) => ip.family))) {
+          for (const endpoint of chosen(family).allReachable) {
+            if (!endpoint.local) continue;
+            const owners = hairpinEndpoints.get(endpoint.address) ?? [];
+            if (!owners.includes(owner)) owners.push(owner);
+            hairpinEndpoints.set(endpoint.address, owners);
+          }
         }
       }
-      localEndpointsForHealth = Math.max(localEndpointsForHealth, endpoints.filter((endpoint) => endpoint.local).length);
+      // The health check counts ready local endpoints only: a node whose pods all terminate fails it, so that the
+      // load balancer drains it while they finish (KEP-1669).
+      localEndpointsForHealth = Math.max(localEndpointsForHealth, read.endpoints.filter((endpoint) => endpoint.local && endpoint.ready && !endpoint.terminating).length);
       const add = (kind: VirtualServerKind, address: ParsedIp, servicePort: number, local: boolean) => {
         const { family, text } = address;
         const key = { protocol, address: text, port: servicePort };
@@ -195,25 +233,29 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
           }
           return;
         }
-        const destinations = endpoints
-          .filter((endpoint) => endpoint.address.family === family && (!local || endpoint.local))
-          .map((endpoint): IpvsDestination => ({ address: endpoint.address.text, port: endpoint.port, forwarding: 'masquerade', weight: 1 }));
+        const categories = chosen(family);
+        const destinations = uniqueDestinations(
+          (local ? categories.local : categories.cluster).map((endpoint: ServiceEndpoint): IpvsDestination => ({ address: endpoint.address, port: endpoint.port, forwarding: 'masquerade', weight: 1 })),
+        );
+        const ranges = kind === 'load-balancer' ? sourceRanges.get(family) : undefined;
         virtualServers.set(id, {
           id,
           owner,
           portName: port.name ?? '',
           kind,
           service: { ...key, ...scheduling },
-          destinations: uniqueDestinations(destinations),
+          destinations,
           preserveClientAddress: local && kind !== 'cluster-ip',
           hairpin: kind === 'cluster-ip' ? hairpin : kind !== 'node-port' && hairpinExternal,
+          ...(destinations.length === 0 && { noEndpoints: categories.hasAnyEndpoints ? 'drop' : 'reject' }),
+          ...(ranges !== undefined && { sourceRanges: ranges }),
         });
         if (kind !== 'node-port') vips[family].add(text);
       };
       for (const ip of clusterIps) add('cluster-ip', ip, port.port, internalLocal);
       for (const ip of externalIps) add('external-ip', ip, port.port, externalLocal);
       for (const ip of lbIps) add('load-balancer', ip, port.port, externalLocal);
-      if (port.nodePort && (svc.spec?.type === 'NodePort' || svc.spec?.type === 'LoadBalancer')) {
+      if (port.nodePort && hasNodePort(svc, port)) {
         for (const address of nodeAddresses) add('node-port', address, port.nodePort, externalLocal);
       }
     }
@@ -289,64 +331,38 @@ function schedulingOf(svc: V1Service): Scheduling {
   };
 }
 
-interface Endpoint {
-  address: ParsedIp;
-  port: number;
-  local: boolean;
-}
-
-interface SlicePort {
-  name: string;
-  protocol: string;
-  port: number;
-}
-
-interface ReadSlice {
-  ports: SlicePort[];
-  endpoints: { address: ParsedIp; local: boolean }[];
+function hasNodePort(svc: V1Service, port: V1ServicePort): boolean {
+  return Boolean(port.nodePort) && (svc.spec?.type === 'NodePort' || svc.spec?.type === 'LoadBalancer');
 }
 
 /**
- * The Service's EndpointSlices with their ready endpoints, read once per Service so that a bad address or port is one
- * problem, not one per Service port. Like the Service's own, a bad one is a problem of the Service and left out.
+ * `spec.loadBalancerSourceRanges` by family, as networks in canonical text (host bits cleared, as ipset stores them).
+ * A range that is not a CIDR is a problem of the Service and left out; the Service's LoadBalancer IPs then admit only
+ * the good ranges (fail closed, as a typo must not open the Service to everyone). A /0 admits every client of its
+ * family, so that family gets no filter at all.
  */
-function readSlices(slices: readonly V1EndpointSlice[], nodeName: string, problem: (reason: string, message: string) => void): ReadSlice[] {
-  const out: ReadSlice[] = [];
-  for (const slice of slices) {
-    if (slice.addressType === 'FQDN') continue;
-    const where = `EndpointSlice ${slice.metadata?.name ?? '?'}`;
-    const ports: SlicePort[] = [];
-    for (const p of slice.ports ?? []) {
-      // No port number: the slice does not restrict ports, which an IPVS real server cannot express.
-      if (p.port === undefined || p.port === null) continue;
-      if (!isPort(p.port)) {
-        problem('InvalidEndpointSlice', `${where}: port ${JSON.stringify(p.name ?? '')} ${p.port} is outside ${PORT_RANGE}; its endpoints are not programmed`);
-        continue;
-      }
-      ports.push({ name: p.name ?? '', protocol: p.protocol ?? 'TCP', port: p.port });
+function sourceRangesOf(svc: V1Service, problem: (reason: string, message: string) => void): Map<IpFamily, readonly string[]> {
+  const out = new Map<IpFamily, string[]>();
+  const everyone = new Set<IpFamily>();
+  if (svc.spec?.type !== 'LoadBalancer') return out;
+  for (const raw of svc.spec.loadBalancerSourceRanges ?? []) {
+    const text = raw.trim();
+    const cidr = parseCidr(text);
+    if (!cidr) {
+      problem('InvalidServiceSourceRange', `loadBalancerSourceRanges ${JSON.stringify(raw)} is not a CIDR; it admits nobody`);
+      continue;
     }
-    const endpoints: ReadSlice['endpoints'] = [];
-    for (const endpoint of slice.endpoints ?? []) {
-      if (endpoint.conditions?.ready === false) continue;
-      for (const text of endpoint.addresses ?? []) {
-        const address = parseIp(text);
-        if (address) endpoints.push({ address, local: endpoint.nodeName === nodeName });
-        else problem('InvalidEndpointSlice', `${where}: endpoint address ${JSON.stringify(text)} is not an IP address; it is not programmed`);
-      }
-    }
-    out.push({ ports, endpoints });
+    if (cidr.prefixLength === 0) everyone.add(cidr.family);
+    const ranges = out.get(cidr.family) ?? [];
+    if (!ranges.includes(cidr.cidr)) ranges.push(cidr.cidr);
+    out.set(cidr.family, ranges);
   }
-  return out;
-}
-
-/** Ready endpoints of the slices' port that matches the Service port by name (and protocol). */
-function endpointsFor(slices: readonly ReadSlice[], port: V1ServicePort): Endpoint[] {
-  const out: Endpoint[] = [];
-  for (const slice of slices) {
-    const slicePort = slice.ports.find((p) => p.name === (port.name ?? '') && p.protocol === (port.protocol ?? 'TCP'));
-    if (!slicePort) continue;
-    for (const endpoint of slice.endpoints) out.push({ ...endpoint, port: slicePort.port });
+  // A family the Service names no range of is closed to every client once it names one of another family, as
+  // kube-proxy's per-family proxier reads the list (it keeps the ranges of its own family, none at all for the other).
+  if ((svc.spec.loadBalancerSourceRanges ?? []).length > 0) {
+    for (const family of ['ipv4', 'ipv6'] as const) if (!out.has(family)) out.set(family, []);
   }
+  for (const family of everyone) out.delete(family);
   return out;
 }
 

@@ -3,6 +3,12 @@ export const DUMMY_INTERFACE = 'kube-dummy-if';
 export const LOCAL_IPS_SET = 'kube-router-local-ips';
 export const SERVICE_IPS_SET = 'kube-router-svip';
 export const SERVICE_IP_PORTS_SET = 'kube-router-svip-prt';
+/** Ours (kube-router has none): LoadBalancer IP,proto:port with loadBalancerSourceRanges, and the ranges each admits. */
+export const LB_FIREWALL_SET = 'kube-router-lb-fw';
+export const LB_SOURCE_RANGES_SET = 'kube-router-lb-src';
+/** Ours: service address,proto:port with no usable endpoint (rejected), or none on this node under policy Local (dropped). */
+export const NO_ENDPOINTS_SET = 'kube-router-svip-noep';
+export const NO_LOCAL_ENDPOINTS_SET = 'kube-router-svip-noloc';
 export const FIREWALL_CHAIN = 'KUBE-ROUTER-SERVICES';
 /** Ours (kube-router writes these rules straight into POSTROUTING): the nat chain of IPVS masquerading. */
 export const MASQUERADE_CHAIN = 'KUBE-ROUTER-SVC-MASQ';

@@ -55,4 +55,41 @@ describe('planIpvs', () => {
   it('brings a draining endpoint back to weight 1 when it returns', () => {
     expect(lines(planIpvs(have([dest('10.244.0.3', 0)]), want([dest('10.244.0.3')]), context({ gracefulPeriodMs: 30_000 })))).toEqual(['-e -t 10.96.0.1:80 -r 10.244.0.3:8080 -m -w 1']);
   });
+  describe('stale UDP flows', () => {
+    const udpKey = { protocol: 'udp' as const, address: '10.96.0.10', port: 53 };
+    const udp = { ...udpKey, scheduler: 'rr', flags: [] };
+    const udpDest = (address: string, weight = 1) => ({ address, port: 5353, forwarding: 'masquerade' as const, weight });
+    const wantUdp = (destinations: ReturnType<typeof udpDest>[]): Map<string, DesiredVirtualServer> =>
+      new Map([['udp/10.96.0.10/53', { id: 'udp/10.96.0.10/53', owner: 'ns/dns', portName: 'dns', kind: 'cluster-ip', service: udp, destinations, preserveClientAddress: false, hairpin: false }]]);
+    const haveUdp = (destinations: ReturnType<typeof udpDest>[]): IpvsVirtualServer[] => [{ service: udp, destinations }];
+
+    it('names the flows of a UDP real server that is deleted, and nothing for one that stays or is added', () => {
+      expect(planIpvs(haveUdp([udpDest('10.244.0.2'), udpDest('10.244.0.3')]), wantUdp([udpDest('10.244.0.2')]), context()).staleFlows).toEqual([
+        { service: udp, endpoint: { address: '10.244.0.3', port: 5353 } },
+      ]);
+      expect(planIpvs(haveUdp([udpDest('10.244.0.2')]), wantUdp([udpDest('10.244.0.2'), udpDest('10.244.0.3')]), context()).staleFlows).toEqual([]);
+    });
+
+    it('waits for graceful termination to end: nothing while a real server drains, its flows once it is deleted', () => {
+      const graceful = { gracefulPeriodMs: 30_000 };
+      const first = planIpvs(haveUdp([udpDest('10.244.0.2'), udpDest('10.244.0.3')]), wantUdp([udpDest('10.244.0.2')]), context(graceful));
+      expect(first.staleFlows).toEqual([]);
+      const ended = planIpvs(haveUdp([udpDest('10.244.0.2'), udpDest('10.244.0.3', 0)]), wantUdp([udpDest('10.244.0.2')]), context({ ...graceful, now: 31_000, draining: first.draining }));
+      expect(ended.staleFlows).toEqual([{ service: udp, endpoint: { address: '10.244.0.3', port: 5353 } }]);
+    });
+
+    it('names every flow to the address and port of a UDP service that gets its first real server, or goes', () => {
+      expect(planIpvs(haveUdp([]), wantUdp([udpDest('10.244.0.2')]), context()).staleFlows).toEqual([{ service: udp }]);
+      expect(planIpvs([], wantUdp([udpDest('10.244.0.2')]), context()).staleFlows).toEqual([{ service: udp }]);
+      // Its only real server draining (weight 0) took no new flows: the new one starts afresh as well.
+      expect(planIpvs(haveUdp([udpDest('10.244.0.3', 0)]), wantUdp([udpDest('10.244.0.2')]), context({ gracefulPeriodMs: 30_000 })).staleFlows).toEqual([{ service: udp }]);
+      expect(planIpvs([], wantUdp([]), context()).staleFlows).toEqual([]);
+      expect(planIpvs(haveUdp([udpDest('10.244.0.2')]), new Map(), context()).staleFlows).toEqual([{ service: udp }]);
+    });
+
+    it('leaves TCP alone: its connections end or reset on their own', () => {
+      expect(planIpvs(have([dest('10.244.0.2'), dest('10.244.0.3')]), want([dest('10.244.0.2')]), context()).staleFlows).toEqual([]);
+      expect(planIpvs(have([]), new Map(), context()).staleFlows).toEqual([]);
+    });
+  });
 });

@@ -23,6 +23,15 @@ export interface PlanContext {
   readonly connections?: ReadonlyMap<string, IpvsDestinationConnections>;
 }
 
+/**
+ * UDP flows that conntrack may still hold for an IPVS service after the plan applies: to one real server that goes
+ * (`endpoint`), or to the whole virtual address and port (a service that gets its first real server, or goes).
+ */
+export interface StaleFlows {
+  readonly service: IpvsServiceKey;
+  readonly endpoint?: { readonly address: string; readonly port: number };
+}
+
 export interface IpvsPlan {
   /** The restore lines of each desired virtual service that needs any, by its id. */
   readonly byService: ReadonlyMap<string, readonly string[]>;
@@ -30,6 +39,8 @@ export interface IpvsPlan {
   readonly deletions: readonly string[];
   /** What drains after this plan is applied. */
   readonly draining: ReadonlyMap<string, DrainingDestination>;
+  /** Conntrack entries to delete once the plan has applied (UDP only: TCP and SCTP end or reset on their own). */
+  readonly staleFlows: readonly StaleFlows[];
 }
 
 export function drainKey(service: IpvsServiceKey, destination: { address: string; port: number }): string {
@@ -48,10 +59,15 @@ export function planIpvs(
   const currentById = new Map(current.map((server) => [ipvsServiceId(server.service), server]));
   const byService = new Map<string, string[]>();
   const draining = new Map<string, DrainingDestination>();
+  const staleFlows: StaleFlows[] = [];
 
   for (const [id, want] of desired) {
     const have = currentById.get(id);
     const lines: string[] = [];
+    // A UDP client that kept sending while the service had no real server (or none that takes new flows) holds an
+    // entry that leads nowhere; kube-proxy deletes them when the service gets its first endpoint.
+    const hadNone = !have || !have.destinations.some((destination) => destination.weight > 0);
+    if (want.service.protocol === 'udp' && hadNone && want.destinations.length > 0) staleFlows.push({ service: want.service });
     if (!have) {
       lines.push(ipvsRestoreLine.addService(want.service));
       for (const destination of want.destinations) lines.push(ipvsRestoreLine.addDestination(want.service, destination));
@@ -68,7 +84,11 @@ export function planIpvs(
       }
       for (const [key, existing] of haveDestinations) {
         if (wanted.has(key)) continue;
-        lines.push(...retire(want.service, existing, context, draining));
+        const retired = retire(want.service, existing, context, draining);
+        lines.push(...retired);
+        if (want.service.protocol === 'udp' && retired.some((line) => line.startsWith('-d '))) {
+          staleFlows.push({ service: want.service, endpoint: { address: existing.address, port: existing.port } });
+        }
       }
     }
     if (lines.length > 0) byService.set(id, lines);
@@ -78,8 +98,9 @@ export function planIpvs(
   for (const [id, have] of currentById) {
     if (desired.has(id) || context.isExcluded(have.service.address)) continue;
     deletions.push(ipvsRestoreLine.deleteService(have.service));
+    if (have.service.protocol === 'udp') staleFlows.push({ service: have.service });
   }
-  return { byService, deletions, draining };
+  return { byService, deletions, draining, staleFlows };
 }
 
 /** A real server that is no longer wanted: deleted, or set to weight 0 and kept until drained. */

@@ -5,7 +5,7 @@ import { createProxyIpvsPlugin, proxyIpvsPlugin } from './plugin.js';
 describe('proxyIpvsPlugin.tools', () => {
   it('names the iptables binaries of each enabled family and of the chosen backend', () => {
     const tools = proxyIpvsPlugin.tools?.(proxyIpvsOptions.parse({ enableIpv4: false, enableIpv6: true, iptablesBackend: 'nft' }));
-    expect(tools).toEqual(['ipvsadm', 'ipset', 'ip', 'bridge', 'sysctl', 'ip6tables-nft-save', 'ip6tables-nft-restore']);
+    expect(tools).toEqual(['ipvsadm', 'ipset', 'ip', 'bridge', 'sysctl', 'conntrack', 'ip6tables-nft-save', 'ip6tables-nft-restore']);
     expect(proxyIpvsPlugin.tools?.(proxyIpvsOptions.parse({}))).toContain('iptables-restore');
   });
 

@@ -34,6 +34,8 @@ export function createProxyIpvsPlugin(overrides: ProxyIpvsPluginOverrides = {}):
             // kube-bridge's learned ports, for hairpin (bridge-hairpin.ts).
             'bridge',
             'sysctl',
+            // UDP flows to real servers that went (ipvs-stage.ts).
+            'conntrack',
             ...enabledFamilies(options).flatMap((family) => [
               iptablesBinary(family, options.iptablesBackend, 'save'),
               iptablesBinary(family, options.iptablesBackend, 'restore'),

@@ -5,6 +5,7 @@ import type { BackgroundProcess, TestKernel } from '@kube-router/testkit/qemu';
 import fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, waitFor } from '@kube-router/testkit';
+import type { KubeObjectInput } from '@kube-router/testkit';
 import pino from 'pino';
 import { DUMMY_INTERFACE, MASQUERADE_CHAIN, SERVICE_IP_PORTS_SET } from './names.js';
 import { proxyIpvsOptions } from './options.js';
@@ -60,6 +61,7 @@ describe.skipIf(unavailable !== undefined)(`proxy on a real IPVS kernel${unavail
       syncPeriodMs: 600_000,
       strictExternalIpValidation: true,
       serviceExternalIpRanges: ['203.0.113.0/24'],
+      loadBalancerIpRanges: ['198.51.100.0/24'],
       serviceClusterIpRanges: ['10.96.0.0/12'],
     };
     proxy = await startProxy(
@@ -280,6 +282,104 @@ describe.skipIf(unavailable !== undefined)(`proxy on a real IPVS kernel${unavail
     expect(await vips()).not.toContain('10.96.0.15/32');
     expect(await world.probe(client.netns, '10.96.0.15', 80, 1)).toEqual([expect.stringMatching(/^error: /)]);
   });
+
+  it('sends to a serving terminating endpoint only while no ready one exists (KEP-1669)', async () => {
+    proxy.server.create(serviceObject({ name: 'terminating', clusterIP: '10.96.0.21' }));
+    proxy.server.create(sliceObject('terminating', [{ ip: a.ip }, { ip: b.ip, ready: false, serving: true, terminating: true }]));
+    expect((await syncWhen(() => slice('terminating') !== undefined && service('terminating') !== undefined)).ok).toBe(true);
+    expect(await world.probe(client.netns, '10.96.0.21', 80, 4)).toEqual(Array(4).fill(`a ${client.ip}`));
+
+    // a goes too (not serving): b, still serving while it terminates, is all there is, so it gets the traffic.
+    proxy.server.upsert(sliceObject('terminating', [{ ip: a.ip, ready: false, serving: false, terminating: true }, { ip: b.ip, ready: false, serving: true, terminating: true }]));
+    expect((await syncWhen(() => slice('terminating')?.endpoints?.[0]?.conditions?.serving === false)).ok).toBe(true);
+    expect(await world.probe(client.netns, '10.96.0.21', 80, 3)).toEqual(Array(3).fill(`b ${client.ip}`));
+  }, 60_000);
+
+  it('refuses a Service without endpoints at once (TCP reset, ICMP for UDP), and serves it once an endpoint appears', async () => {
+    proxy.server.create(serviceObject({ name: 'empty', clusterIP: '10.96.0.23' }));
+    proxy.server.create(serviceObject({ name: 'empty-udp', clusterIP: '10.96.0.24', port: 53, protocol: 'UDP' }));
+    expect((await syncWhen(() => service('empty') !== undefined && service('empty-udp') !== undefined)).ok).toBe(true);
+    const started = performance.now();
+    expect(await world.probe(client.netns, '10.96.0.23', 80, 1)).toEqual(['error: ECONNREFUSED']);
+    const refusedMs = Math.round(performance.now() - started);
+    expect(await world.probe(client.netns, '10.96.0.24', 53, 1, 'udp')).toEqual(['error: ECONNREFUSED']);
+    // The refusal is the proxy's rule (counted), not IPVS's own answer for a service without real servers.
+    const inNetns = world.netns ? { netns: world.netns } : {};
+    const counters = (await kernel.sh('iptables -L KUBE-ROUTER-SERVICES -v -n -x', inNetns)).stdout;
+    expect(counters).toMatch(/^\s*[1-9]\d*\s+\d+\s+REJECT\s+(6|tcp)\b.*reject-with tcp-reset/m);
+
+    proxy.server.create(sliceObject('empty', [{ ip: a.ip }]));
+    expect((await syncWhen(() => slice('empty') !== undefined)).ok).toBe(true);
+    expect(await world.probe(client.netns, '10.96.0.23', 80, 2)).toEqual([`a ${client.ip}`, `a ${client.ip}`]);
+    console.info(`service without endpoints: connection refused after ${refusedMs} ms (probe process included)`);
+  }, 60_000);
+
+  it('admits only loadBalancerSourceRanges to a LoadBalancer IP; its NodePort and ClusterIP stay open', async () => {
+    const lbIp = '198.51.100.10';
+    const created = proxy.server.create(
+      serviceObject({ name: 'fenced', clusterIP: '10.96.0.22', type: 'LoadBalancer', nodePort: 30082, loadBalancerSourceRanges: [`${client.ip}/32`] }),
+    );
+    proxy.server.updateStatus({ ...created, status: { loadBalancer: { ingress: [{ ip: lbIp }] } } });
+    proxy.server.create(sliceObject('fenced', [{ ip: a.ip }]));
+    expect((await syncWhen(() => slice('fenced') !== undefined && service('fenced')?.status?.loadBalancer?.ingress?.[0]?.ip === lbIp)).ok).toBe(true);
+    // The pod is in the range; the outside client (192.168.77.2) is not: its SYN is dropped, so it times out.
+    expect(await world.probe(client.netns, lbIp, 80, 2)).toEqual([`a ${client.ip}`, `a ${client.ip}`]);
+    expect(await world.probe('tipvs-ext', lbIp, 80, 1)).toEqual(['error: timeout']);
+    expect(await world.probe('tipvs-ext', NODE_IP, 30082, 1)).toEqual([`a ${EXTERNAL_CLIENT_IP}`]);
+
+    // The outside client's range added: it is served.
+    const fenced = proxy.server.get('v1', 'Service', 'default', 'fenced') as KubeObjectInput & { spec: object };
+    proxy.server.update({ ...fenced, spec: { ...fenced.spec, loadBalancerSourceRanges: [`${client.ip}/32`, '192.168.77.0/24'] } });
+    expect((await syncWhen(() => (service('fenced')?.spec?.loadBalancerSourceRanges?.length ?? 0) === 2)).ok).toBe(true);
+    expect(await world.probe('tipvs-ext', lbIp, 80, 1)).toEqual([`a ${EXTERNAL_CLIENT_IP}`]);
+  }, 60_000);
+
+  it('deletes the UDP conntrack entry of an endpoint once it is gone, after its graceful period', async () => {
+    const vip = '10.96.0.25';
+    const inNetns = world.netns ? { netns: world.netns } : {};
+    proxy.server.create(serviceObject({ name: 'udp-flow', clusterIP: vip, port: 53, protocol: 'UDP' }));
+    proxy.server.create(sliceObject('udp-flow', [{ ip: a.ip }, { ip: b.ip }], 8080, 'UDP'));
+    expect((await syncWhen(() => slice('udp-flow') !== undefined && service('udp-flow') !== undefined)).ok).toBe(true);
+    const entries = async () =>
+      (await kernel.runner.run({ command: 'conntrack', args: ['-L', '-p', 'udp', '--orig-dst', vip], okExitCodes: [0, 1], ...inNetns })).stdout
+        .split('\n')
+        .filter((line) => line.includes(`dst=${vip}`));
+    // One flow (one source port), answered by one endpoint, refreshing its entry all along.
+    const flow = await world.udpStream(client.netns, vip, 53, 200);
+    let answered: string[];
+    try {
+      const answers = async () => (await flow.output()).stdout.split('\n').filter((line) => line.startsWith('answer '));
+      await waitFor('the UDP flow to be answered', async () => (await answers()).length >= 2);
+      answered = await answers();
+    } finally {
+      await flow.stop();
+    }
+    const first = answered[0]?.split(' ')[2] as string;
+    const gone = first === 'a' ? a : b;
+    const stays = first === 'a' ? b : a;
+    const goneEntries = async () => (await entries()).filter((line) => line.includes(`src=${gone.ip} `));
+    expect(await goneEntries()).toHaveLength(1);
+
+    // The endpoint the flow reached goes: it drains (weight 0) through the graceful period, its entry kept; then it is
+    // deleted, and its entry with it. The client has stopped sending, and the kernel's own flush of a deleted real
+    // server's connections (expire_nodest_conn=1, which also drops their conntrack entries since Linux 5.9) is off for
+    // the case: only the proxy's conntrack -D can remove the entry before conntrack's own timeout.
+    await kernel.sh('sysctl -qw net.ipv4.vs.expire_nodest_conn=0', inNetns);
+    try {
+      proxy.server.upsert(sliceObject('udp-flow', [{ ip: stays.ip }], 8080, 'UDP'));
+      expect((await syncWhen(() => slice('udp-flow')?.endpoints?.length === 1)).ok).toBe(true);
+      expect(await goneEntries()).toHaveLength(1);
+      await new Promise((resolve) => setTimeout(resolve, 8_500));
+      expect((await sync()).ok).toBe(true);
+    } finally {
+      await kernel.sh('sysctl -qw net.ipv4.vs.expire_nodest_conn=1', inNetns);
+    }
+    expect((await ipvs()).find((s) => s.service.address === vip)?.destinations.map((d) => d.address)).toEqual([stays.ip]);
+    expect(proxy.controller.lastSync()?.conntrackDeleted).toBe(1);
+    expect(await goneEntries()).toEqual([]);
+    // A new flow reaches the endpoint that stays.
+    expect(await world.probe(client.netns, vip, 53, 2, 'udp')).toEqual([`${stays.name} ${client.ip}`, `${stays.name} ${client.ip}`]);
+  }, 90_000);
 
   it('keeps every other Service when the kernel refuses one, fails the sync, stays live and records a Warning', async () => {
     proxy.server.create(serviceObject({ name: 'broken', clusterIP: '10.96.0.16', annotations: { 'kube-router.io/service.scheduler': 'nosuch' } }));

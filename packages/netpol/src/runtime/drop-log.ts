@@ -2,7 +2,7 @@ import { Backoff } from '@kube-router/kube';
 import { killLeftoverNflogReaders, startNflogReader } from '@kube-router/netfilter';
 import type { NflogPacket, NflogReader, NflogReaderOptions } from '@kube-router/netfilter';
 import { parseIp } from '../cidr.js';
-import { isPodActionable, podIps } from '../pods.js';
+import { actionablePodsByIp } from '../pods.js';
 import type { PodLike } from '../types.js';
 import { NFLOG_GROUP } from './names.js';
 
@@ -232,10 +232,8 @@ export class DropLog {
   #pods(): Map<string, PodName> {
     if (this.#podsByIp) return this.#podsByIp;
     const byIp = new Map<string, PodName>();
-    for (const pod of this.#deps.pods()) {
-      if (!isPodActionable(pod)) continue;
-      const name = { id: `${pod.metadata?.namespace}/${pod.metadata?.name}`, node: pod.spec?.nodeName };
-      for (const ip of podIps(pod)) byIp.set(ip.text, name);
+    for (const [ip, pod] of actionablePodsByIp(this.#deps.pods())) {
+      byIp.set(ip, { id: `${pod.metadata?.namespace}/${pod.metadata?.name}`, node: pod.spec?.nodeName });
     }
     this.#podsByIp = byIp;
     return byIp;

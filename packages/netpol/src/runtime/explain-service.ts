@@ -5,7 +5,7 @@ import type { ParsedIp } from '../cidr.js';
 import { explainFlow, FlowInputError } from '../explain.js';
 import type { Flow, FlowExplanation } from '../explain.js';
 import type { IpFamily, PolicyModel, Protocol } from '../model.js';
-import { isPodActionable, podIps } from '../pods.js';
+import { actionablePodsByIp, podIps } from '../pods.js';
 import type { PodLike } from '../types.js';
 import type { NetpolSources } from './sources.js';
 
@@ -155,11 +155,8 @@ function resolveSide(which: 'from' | 'to', input: unknown, pods: readonly PodLik
 }
 
 function endpoint(side: Side, ip: ParsedIp, pods: readonly PodLike[]): ExplainEndpoint {
-  // A named pod stays named (the user asked for it); an address names only a pod that holds it now: a Succeeded or
-  // Failed pod keeps its IP in status after the IP has gone to another pod.
-  const pod =
-    side.pod ??
-    pods.find((candidate) => isPodActionable(candidate) && podIps(candidate).some((own) => own.text === ip.text));
+  // A named pod stays named (the user asked for it); an address names only a pod that holds it now.
+  const pod = side.pod ?? actionablePodsByIp(pods).get(ip.text);
   const id = pod ? `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}` : undefined;
   const node = pod?.spec?.nodeName;
   return { input: side.input, ip: ip.text, ...(id === undefined ? {} : { pod: id }), ...(node === undefined ? {} : { node }) };

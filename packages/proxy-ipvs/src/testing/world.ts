@@ -56,6 +56,7 @@ export class ProxyWorld {
     await this.kernel.writeFile('/tmp/tipvs/probe-udp.mjs', script('probe-udp.mjs'));
     await this.kernel.writeFile('/tmp/tipvs/stream.mjs', script('stream.mjs'));
     await this.kernel.writeFile('/tmp/tipvs/prober.mjs', script('prober.mjs'));
+    await this.kernel.writeFile('/tmp/tipvs/udp-stream.mjs', script('udp-stream.mjs'));
     await this.sh(`set -e
       ip link set lo up
       sysctl -qw net.ipv4.ip_forward=1
@@ -109,6 +110,11 @@ export class ProxyWorld {
   /** One long-lived connection exchanging a line every `intervalMs` (stream.mjs; parse its output with parseStream). */
   stream(fromNetns: string, ip: string, port: number, intervalMs: number): Promise<BackgroundProcess> {
     return this.kernel.spawn({ command: 'node', args: ['/tmp/tipvs/stream.mjs', ip, String(port), String(intervalMs)], netns: fromNetns });
+  }
+
+  /** One UDP flow (one source port) sending a datagram every `intervalMs` (udp-stream.mjs: `answer <t> <pod> <client>` lines). */
+  udpStream(fromNetns: string, ip: string, port: number, intervalMs: number): Promise<BackgroundProcess> {
+    return this.kernel.spawn({ command: 'node', args: ['/tmp/tipvs/udp-stream.mjs', ip, String(port), String(intervalMs)], netns: fromNetns });
   }
 
   /** A new connection every `intervalMs` (prober.mjs; parse its output with parseProbes). */
@@ -192,6 +198,7 @@ export interface ServiceSpecInput {
   readonly externalTrafficPolicy?: 'Cluster' | 'Local';
   readonly healthCheckNodePort?: number;
   readonly externalIPs?: readonly string[];
+  readonly loadBalancerSourceRanges?: readonly string[];
 }
 
 export function serviceObject(spec: ServiceSpecInput): KubeObjectInput {
@@ -208,11 +215,17 @@ export function serviceObject(spec: ServiceSpecInput): KubeObjectInput {
       ...(spec.externalTrafficPolicy && { externalTrafficPolicy: spec.externalTrafficPolicy }),
       ...(spec.healthCheckNodePort && { healthCheckNodePort: spec.healthCheckNodePort }),
       ...(spec.externalIPs && { externalIPs: [...spec.externalIPs] }),
+      ...(spec.loadBalancerSourceRanges && { loadBalancerSourceRanges: [...spec.loadBalancerSourceRanges] }),
     },
   };
 }
 
-export function sliceObject(service: string, endpoints: { ip: string; node?: string; ready?: boolean }[], port = 8080, protocol: 'TCP' | 'UDP' = 'TCP'): KubeObjectInput {
+export function sliceObject(
+  service: string,
+  endpoints: { ip: string; node?: string; ready?: boolean; serving?: boolean; terminating?: boolean }[],
+  port = 8080,
+  protocol: 'TCP' | 'UDP' = 'TCP',
+): KubeObjectInput {
   return {
     apiVersion: 'discovery.k8s.io/v1',
     kind: 'EndpointSlice',
@@ -221,7 +234,11 @@ export function sliceObject(service: string, endpoints: { ip: string; node?: str
     ports: [{ name: 'http', protocol, port }],
     endpoints: endpoints.map((endpoint) => ({
       addresses: [endpoint.ip],
-      conditions: { ready: endpoint.ready ?? true },
+      conditions: {
+        ready: endpoint.ready ?? true,
+        ...(endpoint.serving !== undefined && { serving: endpoint.serving }),
+        ...(endpoint.terminating !== undefined && { terminating: endpoint.terminating }),
+      },
       nodeName: endpoint.node ?? NODE_NAME,
     })),
   };

@@ -1,11 +1,17 @@
 import { createServer, type Server } from 'node:http';
 import type { Logger } from 'pino';
-import type { HealthCheckPort } from './model.js';
+
+/** One healthCheckNodePort to serve: the Service (`namespace/name`) and how many ready endpoints it has on this node. */
+export interface HealthCheckPort {
+  readonly owner: string;
+  readonly port: number;
+  readonly localEndpoints: number;
+}
 
 /**
  * The healthCheckNodePort servers of externalTrafficPolicy Local LoadBalancers, as kube-proxy and kube-router serve
  * them: 200 while this node has a ready local endpoint, 503 otherwise, so that the load balancer sends traffic only
- * to nodes that can keep the client's address.
+ * to nodes that can keep the client's address. Shared by both service proxies.
  */
 export class HealthCheckServers {
   readonly #servers = new Map<number, { server: Server; state: HealthCheckPort }>();
