@@ -53,4 +53,22 @@ describe('BestPathWatch', () => {
     watch.ensure();
     expect(watchEvents).toHaveBeenCalledTimes(2);
   });
+
+  it('reopen replaces an open stream with a new one (which starts with the table) and never opens one that was not', async () => {
+    const { gobgpd, watch, watchEvents, onLost } = harness();
+    watch.reopen();
+    expect(watchEvents).not.toHaveBeenCalled();
+    watch.ensure();
+    const first = gobgpd.watch;
+    watch.reopen();
+    expect(watchEvents).toHaveBeenCalledTimes(2);
+    expect(gobgpd.watch).not.toBe(first);
+    expect(watch.watching).toBe(true);
+    // The replaced stream's cancel is not a loss.
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(onLost).not.toHaveBeenCalled();
+    watch.stop();
+    watch.reopen();
+    expect(watchEvents).toHaveBeenCalledTimes(2);
+  });
 });

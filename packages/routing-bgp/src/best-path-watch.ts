@@ -4,7 +4,7 @@ import type { GobgpClient, WatchHandlers } from './gobgp-api.js';
 export interface BestPathWatchOptions {
   gobgp: () => Pick<GobgpClient, 'watchEvents'>;
   /** What the stream reports: best-path changes and peer state changes. */
-  handlers: Pick<WatchHandlers, 'onPaths' | 'onPeerChange'>;
+  handlers: Pick<WatchHandlers, 'onPaths' | 'onSnapshot' | 'onPeerChange'>;
   /** The stream ended on its own (gobgpd went away): asks for a sync, which watches again once gobgpd answers. */
   onLost(): void;
   logger: Logger;
@@ -39,6 +39,16 @@ export class BestPathWatch {
         this.#retry = setTimeout(() => this.options.onLost(), this.options.retryDelayMs ?? 1_000);
       },
     });
+  }
+
+  /**
+   * A new stream in place of the open one, which starts with gobgpd's table as it is now: what the old stream had
+   * queued behind (gobgpd sends a burst path by path, slower than it receives it) is dropped rather than read.
+   */
+  reopen(): void {
+    if (this.#stopped || !this.#cancel) return;
+    this.cancel();
+    this.ensure();
   }
 
   /** The stream is on a gobgpd that is gone or was reset: the next `ensure` opens a new one. */

@@ -99,6 +99,7 @@ class BgpRouting {
         (await ip.addresses()).flatMap((link) => link.addr_info.filter((a) => a.scope === 'global').map((a) => `${a.local}/${a.prefixlen}`)),
       isPeerWanted: (address) => this.#internal.wants(address) || this.#external.wants(address),
       restartGraceMs: settings.restartGraceMs,
+      catchUp: () => this.#watch.reopen(),
       logger,
     });
     this.#watch = new BestPathWatch({
@@ -107,6 +108,10 @@ class BgpRouting {
         onPaths: (paths) => {
           metrics.advertisementsReceived.inc(paths.filter((p) => !isLocalPath(p)).length);
           this.#learned.applyBestPathEvents(paths);
+        },
+        onSnapshot: (paths) => {
+          metrics.advertisementsReceived.inc(paths.filter((p) => !isLocalPath(p)).length);
+          this.#learned.applySnapshot(paths);
         },
         onPeerChange: () => void this.#reportPeers().catch((error: unknown) => logger.debug({ err: error }, 'peer metrics update failed')),
       },

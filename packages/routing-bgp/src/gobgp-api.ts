@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { decodeListPathResponse, decodeWatchEvent, type WatchEvent } from './path-decoder.js';
 
 /** Where Debian's golang-github-osrg-gobgp-dev installs gobgp's API protos. */
 export const DEFAULT_GOBGP_PROTO_DIR = '/usr/share/gocode/src/github.com/osrg/gobgp/api';
@@ -130,6 +131,11 @@ export interface PolicyAssignment {
 
 export interface WatchHandlers {
   onPaths(paths: ApiPath[]): void;
+  /**
+   * The stream's first table event: gobgpd's whole table of best paths when the stream opened (empty if it has none),
+   * in one message. Without this handler it goes to onPaths.
+   */
+  onSnapshot?(paths: ApiPath[]): void;
   onPeerChange(): void;
   onEnd(error?: Error): void;
 }
@@ -178,16 +184,21 @@ export function loadGobgpApi(protoDir = DEFAULT_GOBGP_PROTO_DIR): grpc.ServiceCl
 /** A thin promise-based client of the few gobgp API calls the routing controller makes; every call has a deadline. */
 export class GobgpClient {
   readonly target: string;
+  readonly #api: grpc.ServiceClientConstructor;
   readonly #client: grpc.Client;
   readonly #callTimeoutMs: number;
 
   constructor(options: GobgpClientOptions) {
     const Api = loadGobgpApi(options.protoDir);
     this.target = options.target;
+    this.#api = Api;
     this.#client = new Api(options.target, grpc.credentials.createInsecure(), {
       // A restarted gobgpd must be found again quickly: grpc's default reconnect backoff reaches two minutes.
       'grpc.initial_reconnect_backoff_ms': 100,
       'grpc.max_reconnect_backoff_ms': 1_000,
+      // A watch opens with the whole table of best paths in one message: 5,000 routes are 1.5 MB, and grpc's default
+      // limit of 4 MB would refuse a large table's, again on every attempt.
+      'grpc.max_receive_message_length': -1,
     });
     this.#callTimeoutMs = options.callTimeoutMs ?? 10_000;
   }
@@ -266,6 +277,16 @@ export class GobgpClient {
     return this.#unary('deletePath', { tableType: 'GLOBAL', family: path.family, path });
   }
 
+  /**
+   * Every path of the global RIB in one family (best and not), with only the fields routing reads (see
+   * path-decoder.ts): a fifth of the time of {@link listGlobalPaths} for a large RIB. Not for a path handed back to
+   * gobgpd (deletePath), whose other attributes it lacks.
+   */
+  async listRoutingPaths(afi: Afi): Promise<ApiPath[]> {
+    const batches = await this.#leanList('ListPath', { tableType: 'GLOBAL', family: { afi, safi: 'SAFI_UNICAST' } }, decodeListPathResponse);
+    return batches.flat();
+  }
+
   /** Every path of the global RIB in one family (best and not). */
   async listGlobalPaths(afi: Afi): Promise<ApiPath[]> {
     const destinations = await this.#list<{ destination?: { paths?: ApiPath[] } }>('listPath', {
@@ -276,21 +297,35 @@ export class GobgpClient {
   }
 
   /**
-   * Streams best-path changes of the global RIB and peer state changes. The stream ends (with an error) when gobgpd
-   * goes away; the caller watches again once it is back. The returned function cancels it.
+   * Streams the global RIB's best paths (the whole table, then each change) and peer state changes. The stream ends
+   * (with an error) when gobgpd goes away; the caller watches again once it is back. The returned function cancels it.
    */
   watchEvents(handlers: WatchHandlers): () => void {
-    const { onPaths, onPeerChange, onEnd } = handlers;
-    const method = (this.#client as unknown as Record<string, StreamMethod>).watchEvent!.bind(this.#client);
-    const stream = method({ peer: {}, table: { filters: [{ type: 'BEST', init: true }] } }, {});
+    const { onPaths, onSnapshot, onPeerChange, onEnd } = handlers;
+    // Decoded by path-decoder.ts: a peer's burst arrives as one event per path, thousands within a second.
+    const stream = this.#client.makeServerStreamRequest(
+      this.#api.service.WatchEvent!.path,
+      this.#api.service.WatchEvent!.requestSerialize,
+      decodeWatchEvent,
+      { peer: {}, table: { filters: [{ type: 'BEST', init: true }] } },
+      {},
+    );
     let ended = false;
+    // gobgpd sends its table first (after the peers' INIT events), then one event per changed destination.
+    let snapshotSeen = false;
     const end = (error?: Error) => {
       if (ended) return;
       ended = true;
       onEnd(error);
     };
-    stream.on('data', (event: { table?: { paths?: ApiPath[] }; peer?: { type?: string } }) => {
-      if (event.table?.paths?.length) onPaths(event.table.paths);
+    stream.on('data', (event: WatchEvent) => {
+      // Cancelled: what grpc-js still had buffered is older than whatever replaces this stream.
+      if (ended) return;
+      if (event.paths && !snapshotSeen) {
+        snapshotSeen = true;
+        if (onSnapshot) onSnapshot(event.paths);
+        else if (event.paths.length) onPaths(event.paths);
+      } else if (event.paths?.length) onPaths(event.paths);
       if (event.peer?.type === 'STATE') onPeerChange();
     });
     stream.on('error', (error: Error) => end(error));
@@ -307,6 +342,20 @@ export class GobgpClient {
       method(request, { deadline: Date.now() + this.#callTimeoutMs }, (error, response) =>
         error ? reject(gobgpError(name, this.target, error)) : resolve(response),
       );
+    });
+  }
+
+  /** A server-streaming call whose responses `decode` reads (path-decoder.ts), with the call deadline. */
+  #leanList<T>(method: string, request: unknown, decode: (buf: Buffer) => T): Promise<T[]> {
+    const definition = this.#api.service[method]!;
+    return new Promise((resolve, reject) => {
+      const items: T[] = [];
+      const stream = this.#client.makeServerStreamRequest(definition.path, definition.requestSerialize, decode, request, {
+        deadline: Date.now() + this.#callTimeoutMs,
+      });
+      stream.on('data', (item: T) => items.push(item));
+      stream.on('error', (error: grpc.ServiceError) => reject(gobgpError(method, this.target, error)));
+      stream.on('end', () => resolve(items));
     });
   }
 

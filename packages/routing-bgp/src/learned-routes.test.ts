@@ -15,7 +15,7 @@ const fromPeer = (cidr: string, nextHop: string, extra: Partial<ApiPath> = {}): 
   ...extra,
 });
 
-function harness(options: { wantedPeers?: Set<string> } = {}) {
+function harness(options: { wantedPeers?: Set<string>; catchUp?: () => void } = {}) {
   const gobgpd = new FakeGobgpd();
   const handedOver: InjectedRoute[][] = [];
   const wantedPeers = options.wantedPeers ?? new Set(['10.0.0.2', '10.0.0.3']);
@@ -26,6 +26,7 @@ function harness(options: { wantedPeers?: Set<string> } = {}) {
     localPrefixes: () => Promise.resolve(['10.0.0.1/24']),
     isPeerWanted: (address) => wantedPeers.has(address),
     restartGraceMs: 1_000,
+    ...(options.catchUp && { catchUp: options.catchUp }),
     logger: pino({ level: 'silent' }),
   });
   learned.setNode(['ipv4'], ['10.1.0.0/24']);
@@ -33,8 +34,15 @@ function harness(options: { wantedPeers?: Set<string> } = {}) {
   return { gobgpd, learned, handedOver, last, wantedPeers };
 }
 
+/** Advances the fake clock, then 1 ms more: what a timer due by then left for setImmediate runs on the next tick. */
+async function advance(ms: number): Promise<void> {
+  await vi.advanceTimersByTimeAsync(ms);
+  await vi.advanceTimersByTimeAsync(1);
+}
+
 describe('LearnedRoutes', () => {
-  beforeEach(() => vi.useFakeTimers());
+  // setImmediate too: a hand-over waits for the events read after its timer (vitest leaves it real by default).
+  beforeEach(() => vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate', 'Date'] }));
   afterEach(() => vi.useRealTimers());
 
   it('hands a burst of best-path events to route-sync once: on-link next hops only, never its own pod CIDR', async () => {
@@ -44,7 +52,7 @@ describe('LearnedRoutes', () => {
     learned.applyBestPathEvents([fromPeer('10.9.0.0/24', '192.0.2.1'), fromPeer('10.1.0.0/24', '10.0.0.3')]);
     learned.applyBestPathEvents([fromPeer('10.3.0.0/24', '10.0.0.3')]);
     expect(handedOver).toHaveLength(0);
-    await vi.advanceTimersByTimeAsync(20);
+    await advance(50);
     expect(handedOver).toHaveLength(1);
     expect(last()).toEqual(['10.2.0.0/24 via 10.0.0.2', '10.3.0.0/24 via 10.0.0.3']);
   });
@@ -53,12 +61,12 @@ describe('LearnedRoutes', () => {
     const { learned, handedOver, last } = harness();
     await learned.refreshOnLinkPrefixes();
     learned.applyBestPathEvents([fromPeer('10.2.0.0/24', '10.0.0.2'), fromPeer('10.3.0.0/24', '10.0.0.3')]);
-    await vi.advanceTimersByTimeAsync(20);
+    await advance(50);
     learned.applyBestPathEvents([fromPeer('10.2.0.0/24', '10.0.0.2', { isWithdraw: true }), { ...podCidrPath('10.3.0.0/24', '10.0.0.1') }]);
-    await vi.advanceTimersByTimeAsync(20);
+    await advance(50);
     expect(last()).toEqual([]);
     learned.applyBestPathEvents([fromPeer('10.2.0.0/24', '10.0.0.2', { isWithdraw: true })]);
-    await vi.advanceTimersByTimeAsync(20);
+    await advance(50);
     expect(handedOver).toHaveLength(2);
   });
 
@@ -66,11 +74,11 @@ describe('LearnedRoutes', () => {
     const { gobgpd, learned, last, handedOver } = harness();
     await learned.refreshOnLinkPrefixes();
     learned.applyBestPathEvents([fromPeer('10.2.0.0/24', '10.0.0.2')]);
-    await vi.advanceTimersByTimeAsync(20);
+    await advance(50);
     gobgpd.paths.push(fromPeer('10.3.0.0/24', '10.0.0.3'), fromPeer('10.4.0.0/24', '10.0.0.3', { best: false }));
     await learned.relist();
     expect(last()).toEqual(['10.3.0.0/24 via 10.0.0.3']);
-    gobgpd.failing.set('listGlobalPaths', new Error('unavailable'));
+    gobgpd.failing.set('listRoutingPaths', new Error('unavailable'));
     await expect(learned.relist()).rejects.toThrow(/learned routes.*learned-routes\/ipv4: unavailable/);
     expect(handedOver).toHaveLength(2);
   });
@@ -80,9 +88,9 @@ describe('LearnedRoutes', () => {
     await learned.refreshOnLinkPrefixes();
     gobgpd.paths.push(fromPeer('10.2.0.0/24', '10.0.0.2'));
     const client = gobgpd.client();
-    const list = client.listGlobalPaths;
+    const list = client.listRoutingPaths;
     let listings = 0;
-    client.listGlobalPaths = (afi) => {
+    client.listRoutingPaths = (afi) => {
       listings++;
       learned.applyBestPathEvents([]);
       return list(afi);
@@ -107,7 +115,7 @@ describe('LearnedRoutes', () => {
     });
     await learned.relist();
     learned.applyBestPathEvents([fromPeer('10.2.0.0/24', '10.0.0.2')]);
-    await vi.advanceTimersByTimeAsync(20);
+    await advance(50);
     expect(setRoutes).not.toHaveBeenCalled();
   });
 
@@ -124,7 +132,7 @@ describe('LearnedRoutes', () => {
     wantedPeers.delete('10.0.0.3');
     await learned.relist();
     expect(last()).toEqual(['10.2.0.0/24 via 10.0.0.2']);
-    await vi.advanceTimersByTimeAsync(1_000);
+    await advance(1_000);
     expect(last()).toEqual([]);
   });
 
@@ -133,8 +141,84 @@ describe('LearnedRoutes', () => {
     await learned.refreshOnLinkPrefixes();
     learned.applyBestPathEvents([fromPeer('10.2.0.0/24', '10.0.0.2')]);
     learned.stop();
-    await vi.advanceTimersByTimeAsync(100);
+    await advance(100);
     expect(handedOver).toHaveLength(0);
+  });
+
+  it('waits for a pause in the events, but hands over within a second of a stream that never pauses', async () => {
+    const { learned, handedOver } = harness();
+    await learned.refreshOnLinkPrefixes();
+    for (let i = 0; i < 30; i++) {
+      learned.applyBestPathEvents([fromPeer(`10.2.${i}.0/24`, '10.0.0.2')]);
+      await advance(40);
+    }
+    // 1,200 ms of events 40 ms apart: one hand-over at the 1 s cap, none at each event.
+    expect(handedOver.map((routes) => routes.length)).toEqual([25]);
+    await advance(50);
+    expect(handedOver.map((routes) => routes.length)).toEqual([25, 30]);
+  });
+
+  it('a pause is real only if no event was waiting behind the timer: a busy loop does not split a burst', async () => {
+    const { learned, handedOver } = harness();
+    await learned.refreshOnLinkPrefixes();
+    learned.applyBestPathEvents([fromPeer('10.2.0.0/24', '10.0.0.2')]);
+    // The timer is due; before its setImmediate runs, the loop reads an event that had arrived meanwhile.
+    await vi.advanceTimersByTimeAsync(50);
+    learned.applyBestPathEvents([fromPeer('10.3.0.0/24', '10.0.0.2')]);
+    await advance(0);
+    expect(handedOver).toHaveLength(0);
+    await advance(50);
+    expect(handedOver.map((routes) => routes.length)).toEqual([2]);
+  });
+
+  /** `count` paths from 10.0.0.2, each its own event as gobgpd streams them. */
+  const burst = (learned: LearnedRoutes, count: number, from = 0) => {
+    for (let i = from; i < from + count; i++) learned.applyBestPathEvents([fromPeer(`10.${100 + (i >> 8)}.${i & 255}.0/24`, '10.0.0.2')]);
+  };
+
+  it('a burst of 1,000 paths asks once for gobgpd’s table and hands over only the table, which replaces the events', async () => {
+    const catchUp = vi.fn();
+    const { learned, handedOver, last } = harness({ catchUp });
+    await learned.refreshOnLinkPrefixes();
+    learned.applyBestPathEvents([fromPeer('10.3.0.0/24', '10.0.0.3')]);
+    burst(learned, 998);
+    expect(catchUp).not.toHaveBeenCalled();
+    burst(learned, 500, 998);
+    expect(catchUp).toHaveBeenCalledTimes(1);
+    // The table is on its way: what the events said so far is held, not handed over after the pause.
+    await advance(300);
+    expect(handedOver).toHaveLength(0);
+    // The table: 2,000 paths, and 10.3.0.0/24 withdrawn (absent) in what the old stream still had queued.
+    learned.applySnapshot(Array.from({ length: 2_000 }, (_, i) => fromPeer(`10.${100 + (i >> 8)}.${i & 255}.0/24`, '10.0.0.2')));
+    // The table is complete: a 10 ms pause, not the 50 ms between events.
+    await advance(10);
+    expect(handedOver.map((routes) => routes.length)).toEqual([2_000]);
+    expect(last()).not.toContain('10.3.0.0/24 via 10.0.0.3');
+    // The next burst asks again.
+    burst(learned, 1_000, 2_000);
+    expect(catchUp).toHaveBeenCalledTimes(2);
+  });
+
+  it('a table that does not come holds the hand-over no longer than the cap; paths spread over seconds never ask for one', async () => {
+    const catchUp = vi.fn();
+    const { learned, handedOver } = harness({ catchUp });
+    await learned.refreshOnLinkPrefixes();
+    burst(learned, 1_000);
+    expect(catchUp).toHaveBeenCalledTimes(1);
+    await advance(999);
+    expect(handedOver).toHaveLength(0);
+    await advance(1);
+    expect(handedOver.map((routes) => routes.length)).toEqual([1_000]);
+
+    const otherCatchUp = vi.fn();
+    const other = harness({ catchUp: otherCatchUp });
+    await other.learned.refreshOnLinkPrefixes();
+    for (let second = 0; second < 4; second++) {
+      burst(other.learned, 600, second * 600);
+      await advance(1_001);
+    }
+    expect(other.handedOver.at(-1)).toHaveLength(2_400);
+    expect(otherCatchUp).not.toHaveBeenCalled();
   });
 });
 

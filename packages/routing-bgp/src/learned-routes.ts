@@ -5,6 +5,11 @@ import { AFI_OF, onLinkPrefixContains, type Family } from './nodes.js';
 import { isLocalPath, isUnicast, learnedBestPaths, pathNextHop, pathPrefix, type LearnedPath } from './paths.js';
 import { RestartGrace } from './restart-grace.js';
 
+/** The window in which `catchUpAfterPaths` events make a burst. */
+const BURST_WINDOW_MS = 1_000;
+/** The pause waited for after gobgpd's table arrived, shorter than between events: the table is complete. */
+const SNAPSHOT_QUIET_MS = 10;
+
 export interface LearnedRoute {
   route: InjectedRoute;
   /** The peer the route was learned from. */
@@ -15,7 +20,7 @@ export interface LearnedRoutesOptions {
   /** The owner of the routes in route-sync. */
   owner: string;
   routes: Pick<RouteSyncService, 'setRoutes'>;
-  gobgp: () => Pick<GobgpClient, 'listGlobalPaths'>;
+  gobgp: () => Pick<GobgpClient, 'listRoutingPaths'>;
   /** This node's addresses with their prefix length (`ip address`): a next hop inside one is on-link. */
   localPrefixes(): Promise<string[]>;
   /** Whether some stage still wants a session with this peer: a Node deleted during a restart grace loses its routes. */
@@ -23,8 +28,17 @@ export interface LearnedRoutesOptions {
   /** How long routes learned before a gobgpd restart outlive it. */
   restartGraceMs: number;
   logger: Logger;
-  /** How long a burst of best-path events is gathered before one hand-over. */
+  /** How long best-path events must pause before what they changed is handed over (default 50 ms). */
   handOverDelayMs?: number;
+  /** The longest a change waits for that pause while events keep coming (default 1 s: route-sync syncs at most once a second). */
+  maxHandOverDelayMs?: number;
+  /**
+   * Asks for gobgpd's whole table anew (BestPathWatch.reopen), answered by {@link LearnedRoutes.applySnapshot}. Asked
+   * when `catchUpAfterPaths` path events (default 1,000) arrived within a second since the last table: gobgpd queues a
+   * peer's burst on the stream path by path, and one table of 5,000 paths arrives sooner than the rest of the queue.
+   */
+  catchUp?(): void;
+  catchUpAfterPaths?: number;
 }
 
 /**
@@ -39,6 +53,15 @@ export class LearnedRoutes {
   /** Counts event batches, so that a listing can tell whether events arrived while it ran. */
   #eventBatches = 0;
   #handOverTimer: NodeJS.Timeout | undefined;
+  /** When the oldest change not handed over yet arrived (Date.now()), 0 when none waits. */
+  #pendingSince = 0;
+  /**
+   * Path events within the current burst window (see catchUpAfterPaths), when that window began, and whether a table
+   * was asked for and has not come yet. Paths that trickle in over hours never ask for the table.
+   */
+  #burstPaths = 0;
+  #burstSince = 0;
+  #catchingUp = false;
   /** What was last handed to route-sync, with the neighbor each route was learned from. */
   #handedOver = new Map<string, LearnedRoute>();
   readonly #retained: RestartGrace<LearnedRoute>;
@@ -63,6 +86,12 @@ export class LearnedRoutes {
 
   applyBestPathEvents(paths: readonly ApiPath[]): void {
     this.#eventBatches++;
+    const now = Date.now();
+    if (now - this.#burstSince > BURST_WINDOW_MS) {
+      this.#burstSince = now;
+      this.#burstPaths = 0;
+    }
+    this.#burstPaths += paths.length;
     for (const path of paths) {
       if (!isUnicast(path, 'AFI_IP') && !isUnicast(path, 'AFI_IP6')) continue;
       const destination = pathPrefix(path);
@@ -74,11 +103,57 @@ export class LearnedRoutes {
         this.#retained.drop(destination);
       } else this.#learned.set(destination, { destination, nextHop, neighbor: path.neighborIp! });
     }
-    // One hand-over per burst: a peer's 5,000 UPDATEs arrive as hundreds of events within milliseconds.
-    this.#handOverTimer ??= setTimeout(() => {
-      this.#handOverTimer = undefined;
-      this.#handOver();
-    }, this.options.handOverDelayMs ?? 20);
+    if (this.options.catchUp && !this.#catchingUp && this.#burstPaths >= (this.options.catchUpAfterPaths ?? 1_000)) {
+      this.#catchingUp = true;
+      this.options.catchUp();
+    }
+    this.#scheduleHandOver();
+  }
+
+  /**
+   * gobgpd's whole table of best paths, as a new watch stream starts with it: it replaces what events said, as a
+   * relisting does (a withdrawal queued on the old stream is in it by its absence).
+   */
+  applySnapshot(paths: readonly ApiPath[]): void {
+    this.#eventBatches++;
+    this.#burstPaths = 0;
+    this.#burstSince = Date.now();
+    this.#catchingUp = false;
+    const learned = new Map<string, LearnedPath>();
+    for (const path of paths) {
+      if ((!isUnicast(path, 'AFI_IP') && !isUnicast(path, 'AFI_IP6')) || path.isWithdraw || isLocalPath(path)) continue;
+      const destination = pathPrefix(path);
+      const nextHop = pathNextHop(path);
+      if (destination && nextHop) learned.set(destination, { destination, nextHop, neighbor: path.neighborIp! });
+    }
+    this.#learned = learned;
+    // The table is complete as gobgpd holds it now: only a shorter pause is waited for, in case the burst goes on.
+    this.#scheduleHandOver(SNAPSHOT_QUIET_MS);
+  }
+
+  #scheduleHandOver(quietMs = this.options.handOverDelayMs ?? 50): void {
+    // One hand-over per burst: a peer's 5,000 UPDATEs arrive as 5,000 events over a few hundred milliseconds, and
+    // every hand-over costs a full comparison here and a sync of route-sync. Each event waits for a pause in the
+    // stream, but never longer than the cap, so a stream that never pauses still reaches the kernel.
+    // While gobgpd's table is on its way, the part of the burst read so far is not handed over: route-sync would
+    // install it and then make the rest wait for its minimum interval.
+    const now = Date.now();
+    if (this.#pendingSince === 0) this.#pendingSince = now;
+    const deadline = this.#pendingSince + (this.options.maxHandOverDelayMs ?? 1_000);
+    const wait = this.#catchingUp ? deadline - now : Math.min(quietMs, deadline - now);
+    clearTimeout(this.#handOverTimer);
+    const timer = setTimeout(() => {
+      // A timer that fires late (the loop was busy) runs before the events that arrived meanwhile are read: the
+      // pause is real only if, once they are read (setImmediate runs after I/O), none of them rescheduled.
+      setImmediate(() => {
+        if (this.#handOverTimer !== timer && Date.now() < deadline) return;
+        clearTimeout(this.#handOverTimer);
+        this.#handOverTimer = undefined;
+        this.#pendingSince = 0;
+        this.#handOver();
+      });
+    }, Math.max(0, wait));
+    this.#handOverTimer = timer;
   }
 
   /** Lists gobgpd's RIB in full and hands over what it holds. gobgpd unreachable: the routes handed over stay. */
@@ -91,7 +166,7 @@ export class LearnedRoutes {
       const failures = new SyncFailures();
       for (const family of node.families) {
         const afi = AFI_OF[family];
-        const paths = await failures.attempt(`learned-routes/${family}`, () => this.options.gobgp().listGlobalPaths(afi));
+        const paths = await failures.attempt(`learned-routes/${family}`, () => this.options.gobgp().listRoutingPaths(afi));
         for (const path of learnedBestPaths((paths ?? []).filter((p) => isUnicast(p, afi)))) listed.set(path.destination, path);
       }
       // The kernel keeps forwarding on what was handed over while gobgpd comes back.
@@ -108,6 +183,7 @@ export class LearnedRoutes {
   /** gobgpd restarted with an empty RIB: what it had taught us is kept for the grace period while it relearns. */
   gobgpdRestarted(): void {
     this.#learned = new Map();
+    this.#catchingUp = false;
     this.#retained.keep(this.#handedOver);
   }
 

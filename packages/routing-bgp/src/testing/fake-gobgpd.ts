@@ -44,6 +44,7 @@ export class FakeGobgpd {
         return this.#answer('deletePeer', undefined);
       },
       listGlobalPaths: (afi: Afi) => this.#answer('listGlobalPaths', this.paths.filter((path) => path.family?.afi === afi)),
+      listRoutingPaths: (afi: Afi) => this.#answer('listRoutingPaths', this.paths.filter((path) => path.family?.afi === afi)),
       addPath: (path: ApiPath) => {
         this.calls.push(`add-path ${pathPrefix(path)}`);
         this.paths.push(path);

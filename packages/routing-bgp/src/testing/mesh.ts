@@ -18,7 +18,7 @@ import { HealthRegistry } from '@kube-router/healthcheck';
 import { createKubeContext, KubeServices, loadKubeConfig, type KubeContext } from '@kube-router/kube';
 import { AgentMetrics } from '@kube-router/metrics';
 import { ExecRunner } from '@kube-router/netfilter';
-import { createRouteSyncPlugin } from '@kube-router/route-sync';
+import { createRouteSyncPlugin, type RouteSyncOptions } from '@kube-router/route-sync';
 import { KUBE_ROUTER_CNI_CONF_NAME, KUBE_ROUTER_CNI_CONFLIST, type ApiServer } from '@kube-router/testkit';
 import pino from 'pino';
 import { routingBgpPlugin, type RoutingBgpOptions } from '../plugin.js';
@@ -169,7 +169,14 @@ export interface RoutingAgent {
  * with gobgpd and every kernel command in the node's namespace. The agent itself stays in the test's namespace and
  * reaches gobgpd over a Unix socket, which no network namespace separates.
  */
-export function routingAgent(mesh: Mesh, node: MeshNode, kubeconfig: string, options: RoutingBgpOptions = {}): RoutingAgent {
+export function routingAgent(
+  mesh: Mesh,
+  node: MeshNode,
+  kubeconfig: string,
+  options: RoutingBgpOptions = {},
+  /** route-sync's options over the fast ones tests use (the bench gives the agent's own). */
+  routeSyncOverrides: Partial<RouteSyncOptions> = {},
+): RoutingAgent {
   const logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }).child({ node: node.name });
   const metrics = new AgentMetrics({ collectDefaultMetrics: false });
   const health = new HealthRegistry({ defaultGraceMs: 5_000 });
@@ -193,6 +200,7 @@ export function routingAgent(mesh: Mesh, node: MeshNode, kubeconfig: string, opt
       minSyncIntervalMs: 0,
       ...(options.enableIpv4 !== undefined && { enableIpv4: options.enableIpv4 }),
       ...(options.enableIpv6 !== undefined && { enableIpv6: options.enableIpv6 }),
+      ...routeSyncOverrides,
     }),
   ) as Controller;
   const apiSocket = join(mesh.dir, `${node.name}.sock`);
