@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { defaultCatalog, FLAGS } from '@kube-router/agent';
 import { freePort, hasTool, waitFor } from '@kube-router/testkit';
-import { canConnect, WEB_FROM_CLIENT_POLICY } from './testing/pod-traffic.js';
+import { canConnect, replyFrom, WEB_FROM_CLIENT_POLICY } from './testing/pod-traffic.js';
 
 async function get(url: string): Promise<{ status: number; body: string }> {
   const response = await fetch(url);
@@ -45,6 +45,8 @@ describe.skipIf(!isRoot).each([
   const subnet = randomInt(100, 250);
   const nodeAddresses = [`10.250.${subnet}.11`, `10.250.${subnet}.12`];
   const routerAvailable = defaultCatalog.router !== undefined;
+  // The lab runs the proxy of the build: nftables on a kernel without IPVS, IPVS where it has it.
+  const serviceProxy = defaultCatalog['service-proxy'] !== undefined;
   // The external BIRD router comes with a build that routes, where bird is installed (CI has it).
   const externalRouter = routerAvailable && hasTool('bird');
   let child: ChildProcess;
@@ -322,6 +324,32 @@ spec: { type: LoadBalancer, ports: [{ port: 443, protocol: TCP }] }
     }
   }, 240_000);
 
+  it.skipIf(!serviceProxy)('serves a ClusterIP to a pod, and kube-router explain names the endpoint the connection went to', async () => {
+    const items = await pods();
+    const pod = (name: string) => items.find((p) => p.metadata.name === name)!;
+    const client = pod('client').metadata.annotations['lab.kube-router.io/netns']!;
+    const clusterIp = await kubectl('get', 'service', 'internal', '-n', 'demo', '-o', 'jsonpath={.spec.clusterIP}');
+    // kube-controller-manager's part, played by the lab's API server: the Service's EndpointSlice names the web pod.
+    const endpoints = await kubectl('get', 'endpointslices', '-n', 'demo', '-l', 'kubernetes.io/service-name=internal', '-o', 'jsonpath={.items[*].endpoints[*].addresses[0]}');
+    expect(endpoints.split(' ')).toContain(pod('web').status.podIP);
+    await eventually('client to reach web through the ClusterIP', async () => (await replyFrom(client, clusterIp, 80)) === 'demo/web', 30_000);
+
+    const agents = metricsUrls.flatMap((url) => ['--agent', new URL(url).origin]);
+    const argv = ['--conditions=@kube-router/source', '--import', 'tsx', AGENT_CLI, 'explain', '--from', 'demo/client', '--to', `${clusterIp}:80`, ...agents, '-o', 'json'];
+    const { stdout } = await run(process.execPath, argv, { timeout: 30_000 });
+    type Endpoint = { address: string; port: number };
+    const answer = JSON.parse(stdout) as {
+      verdict: string;
+      service?: { node: string; path: { service: string; kind: string; via: string; connections: { endpoint: Endpoint }[] }; endpoints: { endpoint: Endpoint }[] };
+    };
+    expect(answer.verdict).toBe('allowed');
+    expect(answer.service?.path).toMatchObject({ service: 'demo/internal', kind: 'cluster-ip' });
+    expect(answer.service?.node).toBe(pod('client').spec.nodeName);
+    expect(answer.service?.endpoints.map((entry) => entry.endpoint.address)).toEqual([pod('web').status.podIP]);
+    // The connection the probe made is in the client's node's conntrack, DNATed to the pod that answered it.
+    expect(answer.service?.path.connections.map((connection) => connection.endpoint.address)).toContain(pod('web').status.podIP);
+  }, 90_000);
+
   it(
     routerAvailable
       ? 'carries pod traffic between nodes over the routes the agents learned from each other'
@@ -337,7 +365,7 @@ spec: { type: LoadBalancer, ports: [{ port: 443, protocol: TCP }] }
   );
 
   it.skipIf(!externalRouter)(
-    `has the external BIRD router learn every node’s pod CIDR and the LoadBalancer addresses, reach a pod by them, and forget a deleted Service${
+    `has the external BIRD router learn every node’s pod CIDR and the LoadBalancer addresses, reach a pod by them and through the service proxy (NodePort on each node, LoadBalancer address), and forget a deleted Service${
       externalRouter ? '' : ` (skipped: needs ${routerAvailable ? 'bird' : 'a build with the routing plugins'})`
     }`,
     async () => {
@@ -376,11 +404,17 @@ spec: { type: LoadBalancer, ports: [{ port: 443, protocol: TCP }] }
       const web = (await pods()).find((p) => p.metadata.name === 'web')!.status.podIP;
       expect(await canConnect(routerNetns, web, 80)).toBe(true);
 
-      // Where the kernel has IPVS the lab runs the proxy, which takes a request to the LoadBalancer address on the node
-      // the router sent it to and forwards it to the web pod. Without IPVS the node has nothing for the address (see
-      // docs/lab.md): the route above is what there is to check.
-      if (advertisesVips && defaultCatalog['service-proxy'] !== undefined && existsSync('/proc/net/ip_vs')) {
-        await eventually('the router to reach web through its LoadBalancer address', () => canConnect(routerNetns, '10.255.0.0', 80), 15_000);
+      // The lab's service proxy (nftables on a kernel without IPVS, IPVS where it has it) takes a request to the
+      // LoadBalancer address on the node the router sent it to, and a request to web's NodePort on either node, and
+      // forwards it to the web pod, which answers with its name.
+      if (serviceProxy) {
+        const nodePort = Number(await kubectl('get', 'service', 'web', '-n', 'demo', '-o', 'jsonpath={.spec.ports[0].nodePort}'));
+        for (const address of nodeAddresses) {
+          await eventually(`the router to reach web through its NodePort ${nodePort} on ${address}`, async () => (await replyFrom(routerNetns, address, nodePort)) === 'demo/web', 30_000);
+        }
+        if (advertisesVips) {
+          await eventually('the router to reach web through its LoadBalancer address', async () => (await replyFrom(routerNetns, '10.255.0.0', 80)) === 'demo/web', 30_000);
+        }
       }
 
       if (advertisesVips) {
@@ -388,7 +422,7 @@ spec: { type: LoadBalancer, ports: [{ port: 443, protocol: TCP }] }
         await eventually('the router to forget the deleted Service’s address', async () => !(await routes('-4')).has(late), 15_000);
       }
     },
-    60_000,
+    120_000,
   );
 
   it('stops on SIGINT with exit code 0 and leaves no namespace, interface or process behind', async () => {

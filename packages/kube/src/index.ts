@@ -17,6 +17,7 @@ export {
 export type { InformerFactoryOptions, StartOptions } from './informer-factory.js';
 export type { SkipReason } from './object-reader.js';
 export type { InformerScope, InformerStatus } from './shared-informer.js';
+export type { ChangeTracker, InformerChanges } from './informer-changes.js';
 export { SERVICE_NAME_LABEL } from './listers.js';
 export type {
   ClusterLister,

@@ -7,6 +7,7 @@ import { InformerMetrics } from './informer-metrics.js';
 import { indexesFor, makeLister } from './listers.js';
 import type { EndpointSliceLister, ListerTypes, NamespacedLister, PodLister, ClusterLister } from './listers.js';
 import type { EventRecorder } from './event-recorder.js';
+import type { ChangeTracker } from './informer-changes.js';
 import { RESOURCES, isResourceName } from './resources.js';
 import type { ResourceName, ResourceTypes } from './resources.js';
 import { SharedInformer } from './shared-informer.js';
@@ -120,6 +121,18 @@ export class InformerFactory {
    */
   onChange(resource: ResourceName, handler: () => void, scope?: InformerScope): () => void {
     return this.#informer(resource, scope).onChange(handler);
+  }
+
+  /**
+   * Collects the objects added, changed or deleted from now on in the resource type's cache, for a consumer whose
+   * syncs read only what changed (see ChangeTracker). Make it before the first sync reads the listers: a change is
+   * then either in that read or in the next take.
+   */
+  trackChanges<R extends ResourceName>(
+    resource: R,
+    options: { readonly scope?: InformerScope; readonly limit?: number } = {},
+  ): ChangeTracker<ResourceTypes[R]> {
+    return this.#informer(resource, options.scope).trackChanges(options.limit) as unknown as ChangeTracker<ResourceTypes[R]>;
   }
 
   /**

@@ -7,6 +7,8 @@ import type { BackoffOptions } from './backoff.js';
 import { listPage } from './http-list.js';
 import type { RawListPage } from './http-list.js';
 import { HttpWatch } from './http-watch.js';
+import { InformerChangeTracker } from './informer-changes.js';
+import type { ChangeTracker } from './informer-changes.js';
 import type { WatchedObject } from './http-watch.js';
 import { Indexer, objectId } from './indexer.js';
 import type { IndexFunction } from './indexer.js';
@@ -82,6 +84,7 @@ export class SharedInformer<T extends KubernetesObject> {
   readonly #listWatch: ListWatch<T>;
   readonly #indexer: Indexer<T>;
   readonly #handlers = new Set<() => void>();
+  readonly #trackers = new Set<InformerChangeTracker<T>>();
   readonly #backoff: Backoff;
   readonly #log: Logger;
   readonly #reader: ObjectReader<T>;
@@ -176,6 +179,13 @@ export class SharedInformer<T extends KubernetesObject> {
     const entry = (): void => handler();
     this.#handlers.add(entry);
     return () => this.#handlers.delete(entry);
+  }
+
+  /** Collects the objects of every add, update and delete from now on, for a consumer that reads only what changed. */
+  trackChanges(limit?: number): ChangeTracker<T> {
+    const tracker: InformerChangeTracker<T> = new InformerChangeTracker<T>(() => this.#trackers.delete(tracker), limit);
+    this.#trackers.add(tracker);
+    return tracker;
   }
 
   get(name: string, namespace?: string): T | undefined {
@@ -361,11 +371,13 @@ export class SharedInformer<T extends KubernetesObject> {
 
   #upsert(object: T): void {
     this.#indexer.upsert(object);
+    for (const tracker of this.#trackers) tracker.record(object, false);
     this.#scheduleNotify();
   }
 
   #remove(object: T): void {
     this.#indexer.remove(object);
+    for (const tracker of this.#trackers) tracker.record(object, true);
     this.#scheduleNotify();
   }
 

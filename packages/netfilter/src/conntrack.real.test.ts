@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { deleteConntrackEntries } from './conntrack.js';
+import { deleteConntrackEntries, listConntrackEntries } from './conntrack.js';
 import { missingForRealTests, useTestNetns } from './testing/netns.js';
 
 const missing = missingForRealTests('conntrack', 'iptables', 'python3');
@@ -33,6 +33,9 @@ describe.skipIf(missing !== undefined)(`conntrack in a network namespace ${missi
     await sendUdp(53, 40001);
     await sendUdp(54, 40002);
     expect(await entries()).toHaveLength(2);
+    // The listing names where each flow went after DNAT: the endpoint.
+    const listed = await listConntrackEntries(netns.runner, { protocol: 'udp', family: 'ipv4', originalDestination: vip, originalPort: 54 }, { netns: netns.name });
+    expect(listed.map((entry) => [entry.original.sourcePort, entry.reply.source, entry.reply.sourcePort])).toEqual([[40002, '127.0.0.2', 5353]]);
     const started = performance.now();
     const result = await deleteConntrackEntries(netns.runner, { protocol: 'udp', family: 'ipv4', originalDestination: vip, originalPort: 53, replySource: '127.0.0.1' }, { netns: netns.name });
     const tookMs = performance.now() - started;

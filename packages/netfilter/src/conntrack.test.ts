@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CommandError } from './command.js';
-import { conntrackDeleteArgs, deleteConntrackEntries } from './conntrack.js';
+import { conntrackDeleteArgs, deleteConntrackEntries, listConntrackEntries, parseConntrackList } from './conntrack.js';
 import { RecordingRunner } from './recording-runner.js';
 
 const stderrOf = (count: number): string => `conntrack v1.4.7 (conntrack-tools): ${count} flow entries have been deleted.\n`;
@@ -53,5 +53,47 @@ describe('deleteConntrackEntries', () => {
 
   it('leaves out what the filter does not name', () => {
     expect(conntrackDeleteArgs({ protocol: 'sctp', family: 'ipv4', originalPort: 9000 })).toEqual(['-D', '-p', 'sctp', '-f', 'ipv4', '--orig-port-dst', '9000']);
+  });
+});
+
+describe('parseConntrackList', () => {
+  it('reads the original and reply tuples and the state of TCP, UDP and IPv6 lines, and skips the rest', () => {
+    const text = [
+      'tcp      6 431999 ESTABLISHED src=10.244.0.5 dst=10.96.0.10 sport=40000 dport=80 src=10.244.1.7 dst=10.244.0.5 sport=8080 dport=40000 [ASSURED] mark=0 use=1',
+      'udp      17 29 src=10.244.0.5 dst=10.96.0.10 sport=5353 dport=53 [UNREPLIED] src=10.244.1.8 dst=10.244.0.5 sport=53 dport=5353 mark=0 use=1',
+      'tcp      6 118 TIME_WAIT src=fd00::5 dst=fd00:96::10 sport=41000 dport=80 src=fd00:1::7 dst=fd00::5 sport=8080 dport=41000 [ASSURED] mark=0 use=1',
+      'icmp     1 29 src=10.0.0.1 dst=10.0.0.2 type=8 code=0 id=1 src=10.0.0.2 dst=10.0.0.1 type=0 code=0 id=1 mark=0 use=1',
+      'conntrack v1.4.7 (conntrack-tools): 3 flow entries have been shown.',
+      '',
+    ].join('\n');
+    expect(parseConntrackList(text)).toEqual([
+      {
+        protocol: 'tcp',
+        state: 'ESTABLISHED',
+        original: { source: '10.244.0.5', destination: '10.96.0.10', sourcePort: 40000, destinationPort: 80 },
+        reply: { source: '10.244.1.7', destination: '10.244.0.5', sourcePort: 8080, destinationPort: 40000 },
+      },
+      {
+        protocol: 'udp',
+        state: 'UDP',
+        original: { source: '10.244.0.5', destination: '10.96.0.10', sourcePort: 5353, destinationPort: 53 },
+        reply: { source: '10.244.1.8', destination: '10.244.0.5', sourcePort: 53, destinationPort: 5353 },
+      },
+      {
+        protocol: 'tcp',
+        state: 'TIME_WAIT',
+        original: { source: 'fd00::5', destination: 'fd00:96::10', sourcePort: 41000, destinationPort: 80 },
+        reply: { source: 'fd00:1::7', destination: 'fd00::5', sourcePort: 8080, destinationPort: 41000 },
+      },
+    ]);
+  });
+});
+
+describe('listConntrackEntries', () => {
+  it('lists the flows to one address and port, and refuses a filter that is not one', async () => {
+    const runner = new RecordingRunner().on('conntrack', { stdout: '' });
+    expect(await listConntrackEntries(runner, { protocol: 'tcp', family: 'ipv4', originalDestination: '10.96.0.10', originalPort: 80 }, { netns: 'n1' })).toEqual([]);
+    expect(runner.lines()).toEqual(['conntrack -L -p tcp -f ipv4 --orig-dst 10.96.0.10 --orig-port-dst 80']);
+    await expect(listConntrackEntries(runner, { protocol: 'tcp', family: 'ipv4', originalDestination: 'fd00::1', originalPort: 80 })).rejects.toThrow(/not an ipv4 address/);
   });
 });

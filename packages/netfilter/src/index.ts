@@ -49,8 +49,8 @@ export type {
 } from './ip.js';
 export { addNetns, deleteNetns, listNetns } from './netns.js';
 export { blamedInputLine } from './blamed-line.js';
-export { conntrackDeleteArgs, deleteConntrackEntries } from './conntrack.js';
-export type { ConntrackDeleteResult, ConntrackFilter, ConntrackOptions, ConntrackProtocol } from './conntrack.js';
+export { conntrackDeleteArgs, deleteConntrackEntries, listConntrackEntries, parseConntrackList } from './conntrack.js';
+export type { ConntrackDeleteResult, ConntrackEntry, ConntrackFilter, ConntrackOptions, ConntrackProtocol, ConntrackTuple } from './conntrack.js';
 
 export { Ipvsadm, ipvsLock } from './ipvs.js';
 export type { IpvsadmOptions, IpvsRestoreResult, IpvsTimeouts } from './ipvs.js';

@@ -2,7 +2,7 @@ import type { PluginContext } from '@kube-router/controller';
 import { FailFastSession, Ipset, Iptables } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
 import { netpolFamilies, renderedOnRead } from '@kube-router/netpol';
-import type { IpFamily, NetpolDataplane, NodeApplied } from '@kube-router/netpol';
+import type { IpFamily, NetpolDataplane, NodeApplied, PolicyModel } from '@kube-router/netpol';
 import { verdictCountersOfSave } from './counters.js';
 import { DisabledFamilies } from './disabled-families.js';
 import { KernelApplier } from './kernel.js';
@@ -34,15 +34,24 @@ export function createIptablesDataplane(ctx: PluginContext, options: ResolvedNet
   const applier = new KernelApplier({ families, iptables, ipset, logger: ctx.logger, timings: metrics });
   const disabledFamilies = new DisabledFamilies(options, families, runner, applier, ctx.logger);
   let nftablesLeftoversRemoved = false;
+  let lastNode: { pods: PolicyModel['pods']; key: string; render: NodeRender } | undefined;
 
   return {
     metrics,
     renderPolicy: (policy) => renderPolicy(policy, families),
-    renderNode: (model, { podCidrs, failedPolicies }) =>
-      renderedOnRead(families, (family) => ({
+    renderNode: (model, { podCidrs, failedPolicies }) => {
+      // What the node's chains are made of: the model's local pods (the same object while no local pod's policies
+      // changed, as when an event changes only peers), the pod CIDRs and the policies failed closed. While those are
+      // as they were, the render (and its digests) is too: an event sync does not render every pod chain again.
+      const key = JSON.stringify([podCidrs, [...failedPolicies].sort()]);
+      if (lastNode?.pods === model.pods && lastNode.key === key) return lastNode.render;
+      const render = renderedOnRead(families, (family) => ({
         chains: renderNode(model, family, { ...options, podCidrs }, failedPolicies),
         ...(options.defaultDeny && { localPods: renderLocalPodsSet(model, family) }),
-      })),
+      }));
+      lastNode = { pods: model.pods, key, render };
+      return render;
+    },
     async prepare(sync) {
       // Full syncs re-read the kernel to repair drift; triggered ones trust what they wrote.
       if (sync.full) applier.invalidate();

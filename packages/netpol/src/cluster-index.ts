@@ -22,6 +22,15 @@ export interface ClusterChanges {
   readonly namespaces: readonly NamespaceChange[];
 }
 
+/**
+ * The objects of one kind added, changed or deleted since the last compile, each key once with its latest state, as
+ * an informer's events give them: an object upserted is the cache's current one, an object deleted is the last one seen.
+ */
+export interface ObjectChanges<T> {
+  readonly upserted: readonly T[];
+  readonly deleted: readonly T[];
+}
+
 /** What the policy resolver reads: actionable pods by namespace and namespaces with their labels. */
 export interface ClusterView {
   podsIn(namespace: string): Iterable<PodView>;
@@ -87,6 +96,42 @@ export class ClusterIndex implements ClusterView {
     return { pods: yield* this.#updatePods(pods), namespaces: namespaceChanges };
   }
 
+  /**
+   * Applies the objects that changed, reading only those: what an event costs no longer grows with the cluster. The
+   * result is what update() with the full lists after the same changes gives. Objects without a string namespace and
+   * name (which an informer, keying by them, never hands out) are left out.
+   */
+  *applySteps(pods: ObjectChanges<PodLike>, namespaces: ObjectChanges<NamespaceLike>): Steps<ClusterChanges> {
+    const namespaceChanges = this.#applyNamespaces(namespaces);
+    const changes: PodChange[] = [];
+    let visited = 0;
+    for (const pod of readableEntries(pods.deleted)) {
+      if (++visited % POD_BATCH === 0) yield;
+      const key = podKey(pod);
+      if (key === undefined) continue;
+      const previous = this.#pods.get(key);
+      if (!previous) continue;
+      this.#pods.delete(key);
+      if (previous.view) changes.push({ before: previous.view, after: undefined });
+    }
+    for (const pod of readableEntries(pods.upserted)) {
+      if (++visited % POD_BATCH === 0) yield;
+      const known = typeof pod === 'object' && pod !== null ? this.#bySource.get(pod) : undefined;
+      if (known && this.#pods.get(known.key) === known) continue;
+      const read = readPod(pod, this.#nodeName);
+      if (!read) continue;
+      const { key, view } = read;
+      const previous = this.#pods.get(key);
+      // Seen by the current generation: a full update later counts it like any other pod it meets.
+      const entry: PodEntry = { key, source: pod, view, seen: this.#generation };
+      this.#pods.set(key, entry);
+      if (typeof pod === 'object' && pod !== null) this.#bySource.set(pod, entry);
+      if (!samePodView(previous?.view, view)) changes.push({ before: previous?.view, after: view });
+    }
+    this.#reindex(changes);
+    return { pods: changes, namespaces: namespaceChanges };
+  }
+
   *#updatePods(pods: readonly PodLike[]): Steps<PodChange[]> {
     const generation = ++this.#generation;
     const changes: PodChange[] = [];
@@ -121,49 +166,52 @@ export class ClusterIndex implements ClusterView {
         if (entry.view) changes.push({ before: entry.view, after: undefined });
       }
     }
+    this.#reindex(changes);
+    return changes;
+  }
+
+  #reindex(changes: readonly PodChange[]): void {
     for (const change of changes) {
       if (change.before) this.#unindex(change.before);
       if (change.after) this.#index(change.after);
     }
-    return changes;
   }
 
   #updateNamespaces(namespaces: readonly NamespaceLike[]): NamespaceChange[] {
     const next = new Map<string, NamespaceEntry>();
     for (const namespace of readableEntries(namespaces)) {
-      let name: unknown;
-      try {
-        name = namespace?.metadata?.name;
-      } catch {
-        continue;
-      }
-      if (typeof name !== 'string' || name === '') continue;
+      const name = namespaceName(namespace);
+      if (name === undefined) continue;
       const previous = this.#namespaces.get(name);
-      if (previous?.source === namespace) {
-        next.set(name, previous);
-        continue;
-      }
-      let labels: Labels;
-      try {
-        labels = namespaceLabels(namespace.metadata?.labels);
-      } catch {
-        // Labels that cannot be read are no labels; the implicit name label still applies.
-        labels = {};
-      }
-      next.set(name, { source: namespace, labels, signature: labelSignature(labels) });
+      next.set(name, previous?.source === namespace ? previous : namespaceEntry(namespace));
     }
     const changes: NamespaceChange[] = [];
     for (const name of new Set([...this.#namespaces.keys(), ...next.keys()])) {
-      const before = this.#namespaces.get(name);
-      const after = next.get(name);
-      if (before?.signature === after?.signature) continue;
-      changes.push({
-        name,
-        before: before?.labels ?? implicitLabels(name),
-        after: after?.labels ?? implicitLabels(name),
-      });
+      const change = namespaceChange(name, this.#namespaces.get(name), next.get(name));
+      if (change) changes.push(change);
     }
     this.#namespaces = next;
+    return changes;
+  }
+
+  #applyNamespaces(namespaces: ObjectChanges<NamespaceLike>): NamespaceChange[] {
+    const changes: NamespaceChange[] = [];
+    const set = (name: string, after: NamespaceEntry | undefined) => {
+      const before = this.#namespaces.get(name);
+      if (after) this.#namespaces.set(name, after);
+      else this.#namespaces.delete(name);
+      const change = namespaceChange(name, before, after);
+      if (change) changes.push(change);
+    };
+    for (const namespace of readableEntries(namespaces.deleted)) {
+      const name = namespaceName(namespace);
+      if (name !== undefined) set(name, undefined);
+    }
+    for (const namespace of readableEntries(namespaces.upserted)) {
+      const name = namespaceName(namespace);
+      if (name === undefined || this.#namespaces.get(name)?.source === namespace) continue;
+      set(name, namespaceEntry(namespace));
+    }
     return changes;
   }
 
@@ -256,22 +304,55 @@ function indexInto(index: Map<string, Map<string, PodView>>, key: string, view: 
   pods.set(view.id, view);
 }
 
+function namespaceName(namespace: NamespaceLike): string | undefined {
+  try {
+    const name: unknown = namespace?.metadata?.name;
+    return typeof name === 'string' && name !== '' ? name : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function namespaceEntry(namespace: NamespaceLike): NamespaceEntry {
+  let labels: Labels;
+  try {
+    labels = namespaceLabels(namespace.metadata?.labels);
+  } catch {
+    // Labels that cannot be read are no labels; the implicit name label still applies.
+    labels = {};
+  }
+  return { source: namespace, labels, signature: labelSignature(labels) };
+}
+
+function namespaceChange(
+  name: string,
+  before: NamespaceEntry | undefined,
+  after: NamespaceEntry | undefined,
+): NamespaceChange | undefined {
+  if (before?.signature === after?.signature) return undefined;
+  return { name, before: before?.labels ?? implicitLabels(name), after: after?.labels ?? implicitLabels(name) };
+}
+
+/** The key of a pod, as readPod gives it; undefined when it has no string namespace and name. */
+function podKey(pod: PodLike): string | undefined {
+  try {
+    const namespace: unknown = pod?.metadata?.namespace;
+    const name: unknown = pod?.metadata?.name;
+    if (typeof namespace !== 'string' || typeof name !== 'string') return undefined;
+    // The namespace's length keeps `a/b` + `c` apart from `a` + `b/c` (a malformed name may hold a slash).
+    return `${namespace.length}:${namespace}/${name}`;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * The pod's key and view, or undefined when it has no string namespace and name. An object whose fields cannot be
  * read (a throwing getter) is kept under its key with no view: it selects nothing, like a pod without an IP.
  */
 function readPod(pod: PodLike, nodeName: string): { key: string; view: PodView | undefined } | undefined {
-  let namespace: unknown;
-  let name: unknown;
-  try {
-    namespace = pod?.metadata?.namespace;
-    name = pod?.metadata?.name;
-  } catch {
-    return undefined;
-  }
-  if (typeof namespace !== 'string' || typeof name !== 'string') return undefined;
-  // The namespace's length keeps `a/b` + `c` apart from `a` + `b/c` (a malformed name may hold a slash).
-  const key = `${namespace.length}:${namespace}/${name}`;
+  const key = podKey(pod);
+  if (key === undefined) return undefined;
   try {
     return { key, view: podView(pod, nodeName) };
   } catch {

@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import { ClusterIndex, readableEntries } from './cluster-index.js';
-import type { ClusterChanges } from './cluster-index.js';
+import type { ClusterChanges, ObjectChanges } from './cluster-index.js';
 import { defineFingerprint } from './fingerprint.js';
 import type { CompiledPolicy, LocalPod, PolicyModel, PolicyProblem } from './model.js';
 import { parsePolicy } from './parse-policy.js';
@@ -20,6 +20,17 @@ export interface CompileInput {
   readonly policies: readonly NetworkPolicyLike[];
 }
 
+/**
+ * What changed since the last compile, object by object (an informer's add, update and delete events, each key once
+ * with its latest state). A compile from these reads only them; the result is the one a compile of the full lists
+ * after the same changes gives.
+ */
+export interface CompileChanges {
+  readonly pods: ObjectChanges<PodLike>;
+  readonly namespaces: ObjectChanges<NamespaceLike>;
+  readonly policies: ObjectChanges<NetworkPolicyLike>;
+}
+
 export interface CompilerOptions {
   /** This node's name, as in pod.spec.nodeName. */
   readonly nodeName: string;
@@ -34,6 +45,14 @@ export interface CompileStats {
   readonly policiesRecompiled: number;
   readonly policiesTotal: number;
   readonly durationMs: number;
+}
+
+interface PolicyUpdate {
+  readonly dirty: Set<string>;
+  readonly changedPolicies: number;
+  readonly policySetChanged: boolean;
+  /** A policy came or went (not only changed). */
+  readonly keysChanged: boolean;
 }
 
 interface PolicyEntry {
@@ -61,6 +80,12 @@ export class PolicyCompiler {
   readonly nodeName: string;
   readonly #cluster: ClusterIndex;
   #policies = new Map<string, PolicyEntry>();
+  /**
+   * Which policies a pod change can concern without checking each policy: those of the pod's namespace (as targets or
+   * podSelector-only peers), and the global ones (a namespaceSelector peer, or egress named ports beyond selectors).
+   */
+  readonly #policiesByNamespace = new Map<string, Set<string>>();
+  readonly #globalPolicies = new Set<string>();
   #model: PolicyModel | undefined;
   /** The keys of the policies in #model, in its order: reused while no policy comes, goes or changes its targets. */
   #order: string[] = [];
@@ -85,6 +110,11 @@ export class PolicyCompiler {
     return this.#stats;
   }
 
+  /** Whether a compile has run: compileChanges needs the state a compile of the full lists left. */
+  get hasCompiled(): boolean {
+    return this.#model !== undefined;
+  }
+
   /**
    * Never throws: input that cannot be read (an entry that is not an object, a throwing getter, a list that is not a
    * list) is reported or left out, and everything else is compiled. Must not be called while compileAsync runs.
@@ -100,11 +130,29 @@ export class PolicyCompiler {
    * each one compiles against the state the previous one left.
    */
   compileAsync(input: CompileInput, options: { readonly sliceMs?: number } = {}): Promise<PolicyModel> {
-    const sliceMs = options.sliceMs ?? DEFAULT_SLICE_MS;
+    return this.#enqueue(() => this.#compileSteps(input), options.sliceMs ?? DEFAULT_SLICE_MS);
+  }
+
+  /**
+   * compile() from the objects that changed since the last compile instead of the full lists: an event then costs what
+   * it changes, not what the cluster holds. Needs a compile of the full lists first (hasCompiled); the changes must be
+   * every change since the previous compile, or the model drifts until the next compile of the full lists.
+   */
+  compileChanges(changes: CompileChanges): PolicyModel {
+    if (this.#running) throw new Error('PolicyCompiler.compileChanges called while compileAsync is running');
+    return runToEnd(this.#changeSteps(changes));
+  }
+
+  /** compileChanges(), in slices and queued as compileAsync. */
+  compileChangesAsync(changes: CompileChanges, options: { readonly sliceMs?: number } = {}): Promise<PolicyModel> {
+    return this.#enqueue(() => this.#changeSteps(changes), options.sliceMs ?? DEFAULT_SLICE_MS);
+  }
+
+  #enqueue(steps: () => Steps<PolicyModel>, sliceMs: number): Promise<PolicyModel> {
     const run = this.#queue.then(async () => {
       this.#running = true;
       try {
-        return await runInSlices(this.#compileSteps(input), sliceMs);
+        return await runInSlices(steps(), sliceMs);
       } finally {
         this.#running = false;
       }
@@ -117,7 +165,27 @@ export class PolicyCompiler {
     const started = performance.now();
     const lists = readInput(input);
     const changes = yield* this.#cluster.updateSteps(lists.pods, lists.namespaces);
-    const { dirty, changedPolicies, policySetChanged, keysChanged } = yield* this.#updatePolicies(lists.policies);
+    const update = yield* this.#updatePolicies(lists.policies);
+    return yield* this.#resolveSteps(started, changes, update);
+  }
+
+  *#changeSteps(input: CompileChanges): Steps<PolicyModel> {
+    if (!this.#model) throw new Error('PolicyCompiler.compileChanges needs a compile of the full lists first');
+    const started = performance.now();
+    const read = <T>(changes: ObjectChanges<T>): ObjectChanges<T> => {
+      try {
+        return { upserted: readableEntries(changes.upserted), deleted: readableEntries(changes.deleted) };
+      } catch {
+        return { upserted: [], deleted: [] };
+      }
+    };
+    const changes = yield* this.#cluster.applySteps(read(input.pods), read(input.namespaces));
+    const update = yield* this.#applyPolicies(read(input.policies));
+    return yield* this.#resolveSteps(started, changes, update);
+  }
+
+  *#resolveSteps(started: number, changes: ClusterChanges, update: PolicyUpdate): Steps<PolicyModel> {
+    const { dirty, changedPolicies, policySetChanged, keysChanged } = update;
     this.#markAffected(changes, dirty);
     const modelPodsChanged = changes.pods.some(
       ({ before, after }) =>
@@ -153,13 +221,7 @@ export class PolicyCompiler {
     return this.#model;
   }
 
-  *#updatePolicies(policies: readonly NetworkPolicyLike[]): Steps<{
-    dirty: Set<string>;
-    changedPolicies: number;
-    policySetChanged: boolean;
-    /** A policy came or went (not only changed). */
-    keysChanged: boolean;
-  }> {
+  *#updatePolicies(policies: readonly NetworkPolicyLike[]): Steps<PolicyUpdate> {
     const dirty = new Set<string>();
     const next = new Map<string, PolicyEntry>();
     let changedPolicies = 0;
@@ -186,6 +248,11 @@ export class PolicyCompiler {
     let removed = 0;
     for (const id of this.#policies.keys()) if (!next.has(id)) removed++;
     this.#policies = next;
+    if (changedPolicies + removed > 0) {
+      this.#policiesByNamespace.clear();
+      this.#globalPolicies.clear();
+      for (const [id, entry] of next) this.#indexPolicy(id, entry.parsed);
+    }
     return {
       dirty,
       changedPolicies: changedPolicies + removed,
@@ -194,36 +261,124 @@ export class PolicyCompiler {
     };
   }
 
-  /** Marks the policies whose result a pod or namespace change can alter. */
+  /** #updatePolicies for the policies that changed: what comes of it is what the full list would have given. */
+  *#applyPolicies(changes: ObjectChanges<NetworkPolicyLike>): Steps<PolicyUpdate> {
+    const dirty = new Set<string>();
+    let changedPolicies = 0;
+    let added = 0;
+    let removed = 0;
+    for (const policy of changes.deleted) {
+      const id = policyKey(policy, -1);
+      const previous = this.#policies.get(id);
+      if (!previous) continue;
+      this.#policies.delete(id);
+      this.#unindexPolicy(id, previous.parsed);
+      dirty.delete(id);
+      removed++;
+    }
+    for (const policy of changes.upserted) {
+      // An informer keys its objects by namespace and name, so every policy it hands out has both.
+      const id = policyKey(policy, -1);
+      if (id.startsWith('#')) continue;
+      const previous = this.#policies.get(id);
+      if (previous && previous.source === policy) continue;
+      if (previous && samePolicyContent(previous.source, policy)) {
+        this.#policies.set(id, { ...previous, source: policy });
+        continue;
+      }
+      const parsed = parsePolicy(policy);
+      if (previous) this.#unindexPolicy(id, previous.parsed);
+      else added++;
+      this.#policies.set(id, { source: policy, parsed, compiled: undefined, replaced: previous?.compiled, resolveProblems: [] });
+      this.#indexPolicy(id, parsed);
+      dirty.add(id);
+      changedPolicies++;
+      yield;
+    }
+    return {
+      dirty,
+      changedPolicies: changedPolicies + removed,
+      policySetChanged: changedPolicies + removed > 0,
+      keysChanged: added + removed > 0,
+    };
+  }
+
+  #indexPolicy(id: string, parsed: ParsedPolicy): void {
+    if (isGlobal(parsed)) this.#globalPolicies.add(id);
+    let ids = this.#policiesByNamespace.get(parsed.namespace);
+    if (!ids) {
+      ids = new Set();
+      this.#policiesByNamespace.set(parsed.namespace, ids);
+    }
+    ids.add(id);
+  }
+
+  #unindexPolicy(id: string, parsed: ParsedPolicy): void {
+    this.#globalPolicies.delete(id);
+    const ids = this.#policiesByNamespace.get(parsed.namespace);
+    ids?.delete(id);
+    if (ids?.size === 0) this.#policiesByNamespace.delete(parsed.namespace);
+  }
+
+  /**
+   * Marks the policies whose result a pod or namespace change can alter. Only the policies a change can concern are
+   * checked (those of its pods' namespaces and the global ones), so that an event in one namespace does not cost a
+   * look at every policy of the cluster.
+   */
   #markAffected(changes: ClusterChanges, dirty: Set<string>): void {
     if (changes.pods.length === 0 && changes.namespaces.length === 0) return;
     if (changes.pods.length > FULL_RECOMPILE_THRESHOLD) {
       for (const id of this.#policies.keys()) dirty.add(id);
       return;
     }
-    for (const [id, { parsed }] of this.#policies) {
-      if (dirty.has(id)) continue;
-      if (this.#affectedByPods(parsed, changes) || affectedByNamespaces(parsed, changes)) dirty.add(id);
+    // Many policies share a peer (the same selectors): each is matched against a changed pod once.
+    const peerMatches = new Map<PodView, Map<string, boolean>>();
+    const check = (id: string) => {
+      if (dirty.has(id)) return;
+      const entry = this.#policies.get(id);
+      if (entry && (this.#affectedByPods(entry.parsed, changes, peerMatches) || affectedByNamespaces(entry.parsed, changes))) {
+        dirty.add(id);
+      }
+    };
+    for (const id of this.#globalPolicies) check(id);
+    const namespaces = new Set<string>();
+    for (const { before, after } of changes.pods) {
+      if (before) namespaces.add(before.namespace);
+      if (after) namespaces.add(after.namespace);
     }
+    for (const namespace of namespaces) for (const id of this.#policiesByNamespace.get(namespace) ?? []) check(id);
   }
 
-  #affectedByPods(parsed: ParsedPolicy, changes: ClusterChanges): boolean {
+  #affectedByPods(parsed: ParsedPolicy, changes: ClusterChanges, peerMatches: Map<PodView, Map<string, boolean>>): boolean {
     for (const change of changes.pods) {
       if (parsed.egressNamedPortsBeyond.some((rule) => namedPortReachChanged(rule, change.before, change.after))) {
         return true;
       }
       for (const pod of [change.before, change.after]) {
         if (!pod) continue;
-        if (isTarget(parsed, pod) || this.#isPeer(parsed, pod)) return true;
+        if (isTarget(parsed, pod) || this.#isPeer(parsed, pod, peerMatches)) return true;
       }
     }
     return false;
   }
 
-  #isPeer(parsed: ParsedPolicy, pod: PodView): boolean {
+  #isPeer(parsed: ParsedPolicy, pod: PodView, peerMatches: Map<PodView, Map<string, boolean>>): boolean {
     if (parsed.selectorPeers.length === 0) return false;
-    const namespaceLabels = this.#cluster.namespaceLabels(pod.namespace);
-    return parsed.selectorPeers.some((peer) => peerSelects(peer, pod, namespaceLabels));
+    let matches = peerMatches.get(pod);
+    if (!matches) peerMatches.set(pod, (matches = new Map()));
+    let namespaceLabels: Labels | undefined;
+    for (const peer of parsed.selectorPeers) {
+      // Equal keys select the same pods (a podSelector-only peer's key names its namespace).
+      const key = peer.key;
+      let selects = matches.get(key);
+      if (selects === undefined) {
+        namespaceLabels ??= this.#cluster.namespaceLabels(pod.namespace);
+        selects = peerSelects(peer, pod, namespaceLabels);
+        matches.set(key, selects);
+      }
+      if (selects) return true;
+    }
+    return false;
   }
 
   /**
@@ -372,6 +527,14 @@ function namedPortReach(rule: BeyondSelectorsRule, pod: PodView | undefined): st
     reach += JSON.stringify([key, port, ips.ipv4, ips.ipv6]);
   }
   return reach;
+}
+
+/**
+ * A policy that a pod of any namespace can concern: through a namespaceSelector peer, or an egress named port that
+ * resolves against pods beyond its selectors. The others concern only the pods of their own namespace.
+ */
+function isGlobal(parsed: ParsedPolicy): boolean {
+  return parsed.usesNamespaceSelector || parsed.egressNamedPortsBeyond.length > 0;
 }
 
 function isTarget(parsed: ParsedPolicy, pod: PodView): boolean {

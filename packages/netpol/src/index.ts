@@ -1,5 +1,6 @@
 export { PolicyCompiler, compileNetworkPolicies } from './compiler.js';
-export type { CompileInput, CompileStats, CompilerOptions } from './compiler.js';
+export type { CompileChanges, CompileInput, CompileStats, CompilerOptions } from './compiler.js';
+export type { ObjectChanges } from './cluster-index.js';
 export { IP_FAMILIES } from './model.js';
 export type {
   CompiledDirection,

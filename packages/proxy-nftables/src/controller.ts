@@ -1,10 +1,11 @@
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { createSyncController, messageOf, SyncFailures, SyncWarnings } from '@kube-router/controller';
-import type { Controller, PluginContext, SyncContext } from '@kube-router/controller';
+import type { Controller, PluginContext, ServiceFlow, ServicePath, SyncContext } from '@kube-router/controller';
 import { HealthCheckServers, nodePodCidrs, parseCidr, strictServiceAddressRanges } from '@kube-router/kube';
-import { isNftRefusal, Nft, nftTableLock } from '@kube-router/netfilter';
+import { isNftRefusal, listConntrackEntries, Nft, nftTableLock } from '@kube-router/netfilter';
 import type { CommandRunner, IpFamily } from '@kube-router/netfilter';
 import { deleteStaleFlow } from './conntrack.js';
+import { explainServicePath, servicePortOf } from './explain.js';
 import { ProxyNftablesMetrics } from './metrics.js';
 import { buildProxyModel, createModelCache } from './model.js';
 import type { ModelOptions, ProxyModel, ServicePortPlan } from './model.js';
@@ -57,6 +58,11 @@ export interface ProxyNftablesController extends Controller {
   lastSync(): ProxyNftablesSyncReport | undefined;
   /** The model the last sync programmed. */
   model(): ProxyModel | undefined;
+  /**
+   * How a flow to a Service address is carried, from the model the last sync programmed and conntrack (for `kube-router
+   * explain`); undefined when the destination is none of the proxy's Services, or before the first sync.
+   */
+  explainServiceFlow(flow: ServiceFlow): Promise<ServicePath | undefined>;
 }
 
 export function createProxyNftablesController(ctx: PluginContext, deps: ProxyNftablesDeps, options: ResolvedProxyNftablesOptions): ProxyNftablesController {
@@ -79,7 +85,18 @@ export function createProxyNftablesController(ctx: PluginContext, deps: ProxyNft
       await proxy.detach();
     },
   });
-  return Object.assign(controller, { lastSync: () => proxy.report, model: () => proxy.model });
+  async function explainServiceFlow(flow: ServiceFlow): Promise<ServicePath | undefined> {
+    const model = proxy.model;
+    const matched = model && servicePortOf(model, flow, options.nodePortBindOnAllIp);
+    if (!matched) return undefined;
+    const entries = await listConntrackEntries(
+      deps.runner,
+      { protocol: matched.plan.protocol, family: matched.plan.family, originalDestination: flow.destination, originalPort: flow.port },
+      { ...(options.netns !== undefined && { netns: options.netns }), timeoutMs: options.commandTimeoutMs },
+    );
+    return explainServicePath(matched, entries, flow);
+  }
+  return Object.assign(controller, { lastSync: () => proxy.report, model: () => proxy.model, explainServiceFlow });
 }
 
 /** Splits CIDRs by family, canonical. */

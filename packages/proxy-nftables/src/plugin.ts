@@ -1,4 +1,4 @@
-import { definePlugin } from '@kube-router/controller';
+import { definePlugin, servicePathExplainerKey } from '@kube-router/controller';
 import type { ControllerPlugin } from '@kube-router/controller';
 import { KubeServices } from '@kube-router/kube';
 import type { KubeContext } from '@kube-router/kube';
@@ -28,11 +28,14 @@ export function createProxyNftablesPlugin(overrides: ProxyNftablesPluginOverride
     tools: () => (overrides.runner ? [] : ['nft', 'conntrack']),
     create(ctx, options) {
       const kube = ctx.services.get(KubeServices);
-      return createProxyNftablesController(
+      const controller = createProxyNftablesController(
         ctx,
         { sources: informerSources(kube, ctx.nodeName, ctx.logger), runner: overrides.runner ?? new ExecRunner({ logger: ctx.logger }) },
         options,
       );
+      // `kube-router explain` asks the proxy about flows to Service addresses.
+      ctx.services.provide(servicePathExplainerKey, { explainServiceFlow: (flow) => controller.explainServiceFlow(flow) });
+      return controller;
     },
     // --cleanup-config: the proxy's tables, nothing else.
     async cleanup(ctx, options) {

@@ -143,6 +143,25 @@ describe.skipIf(skip !== undefined)(`proxy-nftables on the host kernel${skip ? `
       expect(clientOf(results[0])).toBe(client[family]);
     });
 
+    it(`${family}: explains a flow to a Service: its endpoints, and the endpoint each probe reached, from conntrack`, async () => {
+      const host = CLUSTER_IPS.web?.[family] ?? '';
+      const results = await world.probe(client.netns, { host, port: 80, count: 6 });
+      expect(results.every((result) => result.ok), JSON.stringify(results)).toBe(true);
+      const path = await proxy.controller.explainServiceFlow({ source: client[family], destination: host, port: 80, protocol: 'TCP' });
+      expect(path).toMatchObject({ service: 'default/web', portName: 'http', kind: 'cluster-ip' });
+      expect(path?.via).toMatch(/^nftables ip6? kube-router-proxy TCP /);
+      expect(new Set(path?.endpoints.map((endpoint) => `${endpoint.address}:${endpoint.port}`))).toEqual(new Set([`${a[family]}:8080`, `${b[family]}:8080`]));
+      // conntrack names the pod each connection went to: the pods the probes reached, and no other.
+      const podByAddress = new Map([[a[family], 'a'], [b[family], 'b']]);
+      const reached = new Set(path?.connections.map((connection) => podByAddress.get(connection.endpoint.address)));
+      expect(path?.connections.length).toBeGreaterThanOrEqual(results.length);
+      expect(path?.connections.every((connection) => connection.client.address === client[family])).toBe(true);
+      expect(reached).toEqual(new Set(results.map(podOf)));
+      const nodePort = await proxy.controller.explainServiceFlow({ destination: NODE_IPS[family], port: 30080, protocol: 'TCP' });
+      expect(nodePort).toMatchObject({ service: 'default/web', kind: 'node-port' });
+      expect(await proxy.controller.explainServiceFlow({ destination: host, port: 81, protocol: 'TCP' })).toBeUndefined();
+    });
+
     it(`${family}: a NodePort and a LoadBalancer IP reach a pod from outside, masqueraded`, async () => {
       const [nodePort] = await world.probe(world.outside, { host: NODE_IPS[family], port: 30080 });
       expect(nodePort?.ok, JSON.stringify(nodePort)).toBe(true);

@@ -14,6 +14,21 @@ export async function canConnect(netns: string, ip: string, port: number): Promi
   );
 }
 
+/**
+ * The first line a TCP server answers, from inside a network namespace (a lab pod answers with its `namespace/name`),
+ * or undefined when nothing answers within 2 s: the reply names the pod a Service sent the connection to.
+ */
+export async function replyFrom(netns: string, ip: string, port: number): Promise<string | undefined> {
+  const script = `const s = require('net').connect(${port}, '${ip}'); let got = ''; s.setTimeout(2000);
+    s.on('data', (d) => { got += d; if (got.includes('\\n')) { process.stdout.write(got.split('\\n')[0]); process.exit(0); } });
+    s.on('end', () => { process.stdout.write(got.split('\\n')[0]); process.exit(got ? 0 : 1); });
+    s.on('timeout', () => process.exit(1)); s.on('error', () => process.exit(1));`;
+  return run('ip', ['netns', 'exec', netns, process.execPath, '-e', script], { timeout: 8_000 }).then(
+    ({ stdout }) => stdout.trim() || undefined,
+    () => undefined,
+  );
+}
+
 /** The lab's seeded demo/web pod opened to demo/client alone, on port 80: the intruder (namespace other) is cut off. */
 export const WEB_FROM_CLIENT_POLICY = `apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy

@@ -102,6 +102,50 @@ describe('createNetpolController', () => {
     expect(calls).toContain('policies web/a,web/b node failing [web/a]');
   });
 
+  it('compiles an event sync from the changed objects alone, and a full sync or one without known changes from the lists', async () => {
+    const ctx = context();
+    const metrics = new NetpolSyncMetrics(ctx.metrics.registry);
+    const { dataplane, calls } = fakeDataplane(metrics, () => []);
+    let pods = [pod('web/server', { ips: ['10.0.0.2'], labels: { app: 'server' } })];
+    let pending: ReturnType<NonNullable<NetpolSources['takeChanges']>> = { pods: { upserted: [], deleted: [] }, namespaces: { upserted: [], deleted: [] }, policies: { upserted: [], deleted: [] } };
+    let listReads = 0;
+    const tracked: NetpolSources = {
+      ...sources(),
+      pods: () => {
+        listReads++;
+        return pods;
+      },
+      takeChanges: () => {
+        const taken = pending;
+        pending = { pods: { upserted: [], deleted: [] }, namespaces: { upserted: [], deleted: [] }, policies: { upserted: [], deleted: [] } };
+        return taken;
+      },
+    };
+    const controller = createNetpolController(ctx, { sources: tracked }, OPTIONS, dataplane);
+    const compiles = async () => Object.fromEntries((await metrics.compiles.get()).values.map((v) => [v.labels.input, v.value]));
+
+    expect((await controller.runObservedSync('initial')).ok).toBe(true);
+    expect(await compiles()).toEqual({ changes: 0, lists: 1 });
+
+    // A second pod: the event sync reads it from the changes, never the pod list.
+    const added = pod('web/client', { ips: ['10.0.0.3'] });
+    pods = [...pods, added];
+    pending = { ...pending, pods: { upserted: [added], deleted: [] } };
+    const readsBefore = listReads;
+    expect((await controller.runObservedSync('cluster changed')).ok).toBe(true);
+    expect(listReads).toBe(readsBefore);
+    expect(await compiles()).toEqual({ changes: 1, lists: 1 });
+
+    // Changes a source cannot give (too many): that event sync reads the lists.
+    tracked.takeChanges = () => undefined;
+    expect((await controller.runObservedSync('cluster changed')).ok).toBe(true);
+    expect(await compiles()).toEqual({ changes: 1, lists: 2 });
+    // A periodic sync always reads the lists.
+    expect((await controller.runObservedSync('periodic')).ok).toBe(true);
+    expect(await compiles()).toEqual({ changes: 1, lists: 3 });
+    expect(calls.filter((call) => call.startsWith('prepare'))).toHaveLength(4);
+  });
+
   it('refuses to program from informers that have not synced, before touching the kernel', async () => {
     const ctx = context();
     const { dataplane, calls } = fakeDataplane(new NetpolSyncMetrics(ctx.metrics.registry), () => []);

@@ -1,5 +1,5 @@
-import { gaugeOn, histogramOn } from '@kube-router/metrics';
-import type { Gauge, Histogram, Registry } from 'prom-client';
+import { counterOn, gaugeOn, histogramOn } from '@kube-router/metrics';
+import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 const SECONDS_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
@@ -23,6 +23,7 @@ export class NetpolSyncMetrics {
   readonly policyIpsets: Gauge;
   readonly failedPolicies: Gauge;
   readonly computeTime: Histogram;
+  readonly compiles: Counter<'input'>;
 
   constructor(protected readonly registry: Registry) {
     this.syncTime = this.histogram('kube_router_controller_iptables_sync_time', 'Time it took for the iptables sync loop to complete');
@@ -34,6 +35,12 @@ export class NetpolSyncMetrics {
       help: 'Network policies whose targets are failed closed because the policy is invalid or could not be programmed',
     });
     this.computeTime = this.histogram('kube_router_netpol_compute_time', 'Time it took to compile network policies and render their rules, without the kernel');
+    this.compiles = counterOn(registry, {
+      name: 'kube_router_netpol_compiles_total',
+      help: 'Policy compiles, by what they read: input="changes" (only the objects an event changed) or "lists" (every pod, namespace and policy)',
+      labelNames: ['input'],
+    });
+    for (const input of ['changes', 'lists']) this.compiles.inc({ input }, 0);
   }
 
   /** Our objects known to be in the kernel after a sync; a backend that counts more records more. */
