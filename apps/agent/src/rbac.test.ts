@@ -7,11 +7,10 @@
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { createKubeContext, KubeServices, loadKubeConfig } from '@kube-router/kube';
+import { createKubeContext, KubeServices, loadKubeConfig, serviceProxySources } from '@kube-router/kube';
 import { lballocPlugin } from '@kube-router/lballoc';
 import { AgentMetrics } from '@kube-router/metrics';
 import { informerSources as netpolInformerSources } from '@kube-router/netpol-iptables';
-import { informerSources as proxyInformerSources } from '@kube-router/proxy-ipvs';
 import { serviceAccountUser, startApiServer, type ApiServer, type KubeObject } from '@kube-router/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
@@ -181,7 +180,7 @@ async function runAgent(role: KubeObject, label: string): Promise<Observation> {
     plugins: [
       { plugin: lballocPlugin, options: { ranges: [RANGE], minSyncIntervalMs: 0 } },
       { plugin: testPlugin({ name: 'firewall-informers', onCreate: (services) => void netpolInformerSources(services.get(KubeServices), logger, NODE) }) },
-      { plugin: testPlugin({ name: 'proxy-informers', onCreate: (services) => void proxyInformerSources(services.get(KubeServices), NODE, logger) }) },
+      { plugin: testPlugin({ name: 'proxy-informers', onCreate: (services) => void serviceProxySources(services.get(KubeServices), NODE, logger) }) },
     ],
     options: { nodeName: NODE, health: { addr: '127.0.0.1', port: 0 }, scheduler: { initialBackoffMs: 300, maxBackoffMs: 1_000 }, collectDefaultMetrics: false },
   });

@@ -1,7 +1,7 @@
-import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { createSyncController, messageOf, SyncFailures, SyncWarnings } from '@kube-router/controller';
 import type { Controller, PluginContext, ServiceFlow, ServicePath, SyncContext } from '@kube-router/controller';
 import { HealthCheckServers, inCidrs, parseCidrs, strictServiceAddressRanges } from '@kube-router/kube';
+import type { ServiceProxySources } from '@kube-router/kube';
 import type { CommandRunner, IpvsServiceKey } from '@kube-router/netfilter';
 import { Dataplane } from './dataplane.js';
 import { explainServicePath, virtualServerOf } from './explain.js';
@@ -21,15 +21,8 @@ import { VipStage } from './vip-stage.js';
 export const PROXY_CONTROLLER = 'proxy';
 
 /** Where the controller reads the cluster from: the agent's informers, or anything shaped like them. */
-export interface ProxySources {
-  services(): readonly V1Service[];
-  slicesFor(namespace: string, name: string): readonly V1EndpointSlice[];
-  node(): V1Node | undefined;
-  hasSynced(): boolean;
-  onChange(handler: () => void): () => void;
-  /** Records a Warning event on a Service. */
-  warnService(namespace: string, name: string, reason: string, message: string): void;
-}
+/** What the proxy reads of the cluster (kube's informers in the agent; a fake in unit tests). */
+export type ProxySources = ServiceProxySources;
 
 export interface ProxyControllerDeps {
   readonly sources: ProxySources;

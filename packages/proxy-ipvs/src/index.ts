@@ -1,10 +1,10 @@
-export { createProxyIpvsPlugin, informerSources, proxyIpvsPlugin } from './plugin.js';
+export { createProxyIpvsPlugin, proxyIpvsPlugin } from './plugin.js';
 export type { ProxyIpvsPluginOverrides } from './plugin.js';
 export { createProxyController, PROXY_CONTROLLER } from './controller.js';
 export type { ProxyController, ProxyControllerDeps, ProxySources, ProxySyncReport } from './controller.js';
 export { proxyIpvsOptions } from './options.js';
 export type { ProxyIpvsOptions, ResolvedProxyIpvsOptions } from './options.js';
-export { buildProxyModel, skipReason } from './model.js';
+export { buildProxyModel } from './model.js';
 export type { DesiredVirtualServer, ModelInputs, ModelOptions, ProxyModel, ServiceProblem, VirtualServerKind } from './model.js';
 export { planIpvs } from './plan.js';
 export type { DrainingDestination, IpvsPlan, PlanContext } from './plan.js';

@@ -1,6 +1,6 @@
 import type { V1EndpointSlice, V1Node, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { buildProxyModel, skipReason } from './model.js';
+import { buildProxyModel } from './model.js';
 import type { ModelInputs } from './model.js';
 
 const NODE = 'n1';
@@ -221,15 +221,6 @@ describe('buildProxyModel', () => {
   it('binds NodePorts to every local address with --nodeport-bindon-all-ip', () => {
     const m = model([svc('np', { type: 'NodePort', ports: [{ name: 'http', protocol: 'TCP', port: 80, nodePort: 30080 }] })], [], {}, true);
     expect(ids(m)).toEqual(['tcp/10.0.2.15/30080', 'tcp/10.96.0.1/80', 'tcp/192.168.1.10/30080']);
-  });
-
-  it('skips headless, ExternalName, no-ClusterIP, headless-labelled and other proxies’ Services', () => {
-    expect(skipReason(svc('h', { clusterIP: 'None' }), 'kube-router')).toBe('headless');
-    expect(skipReason(svc('e', { type: 'ExternalName', clusterIP: '' }), 'kube-router')).toBe('ExternalName');
-    expect(skipReason(svc('n', { clusterIP: '' }), 'kube-router')).toBe('no ClusterIP');
-    expect(skipReason(svc('l', {}, { labels: { 'service.kubernetes.io/headless': '' } }), 'kube-router')).toMatch(/headless/);
-    expect(skipReason(svc('o', {}, { labels: { 'service.kubernetes.io/service-proxy-name': 'other' } }), 'kube-router')).toMatch(/other/);
-    expect(skipReason(svc('k', {}, { labels: { 'service.kubernetes.io/service-proxy-name': 'kube-router' } }), 'kube-router')).toBeUndefined();
   });
 
   it('keeps only local endpoints for externalTrafficPolicy Local (and kube-router.io/service.local), the ClusterIP keeps all', () => {

@@ -1,9 +1,9 @@
 import type { V1EndpointSlice, V1Node, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { ipvsServiceId } from '@kube-router/netfilter';
 import type { IpFamily, IpvsDestination, IpvsProtocol, IpvsService } from '@kube-router/netfilter';
-import { categorizeEndpoints, parseCidr, parseIp, serviceAddressValidator, servicePortEndpoints } from '@kube-router/kube';
+import { categorizeEndpoints, parseCidr, parseIp, serviceAddressValidator, servicePortEndpoints, serviceSkipReason } from '@kube-router/kube';
 import type { EndpointCategories, EndpointPolicy, HealthCheckPort, ParsedIp, ServiceAddressRanges, ServiceEndpoint, ValidatedAddressKind } from '@kube-router/kube';
-import { ANNOTATIONS, HEADLESS_LABEL, SERVICE_PROXY_NAME_LABEL } from './names.js';
+import { ANNOTATIONS } from './names.js';
 
 /** Where a virtual service's address comes from; NodePorts sit on node addresses, the others on kube-dummy-if. */
 export type VirtualServerKind = 'cluster-ip' | 'node-port' | 'external-ip' | 'load-balancer';
@@ -125,7 +125,7 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
     const namespace = svc.metadata?.namespace ?? 'default';
     const name = svc.metadata?.name ?? '';
     const owner = `${namespace}/${name}`;
-    if (skipReason(svc, options.serviceProxyName) !== undefined) continue;
+    if (serviceSkipReason(svc, options.serviceProxyName) !== undefined) continue;
     let scheduling: Scheduling;
     try {
       scheduling = schedulingOf(svc);
@@ -279,18 +279,6 @@ function portProblem(port: V1ServicePort): string | undefined {
   return undefined;
 }
 
-/** Why kube-router's proxy leaves a Service alone, or undefined when it programs it. */
-export function skipReason(svc: V1Service, serviceProxyName: string): string | undefined {
-  const labels = svc.metadata?.labels ?? {};
-  if (svc.spec?.type === 'ExternalName') return 'ExternalName';
-  const clusterIp = svc.spec?.clusterIP;
-  if (clusterIp === 'None') return 'headless';
-  if (!clusterIp) return 'no ClusterIP';
-  if (HEADLESS_LABEL in labels) return `labelled ${HEADLESS_LABEL}`;
-  const proxyName = labels[SERVICE_PROXY_NAME_LABEL];
-  if (proxyName !== undefined && proxyName !== serviceProxyName) return `${SERVICE_PROXY_NAME_LABEL}=${proxyName}`;
-  return undefined;
-}
 
 interface Scheduling {
   scheduler: string;

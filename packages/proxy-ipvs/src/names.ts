@@ -13,18 +13,8 @@ export const FIREWALL_CHAIN = 'KUBE-ROUTER-SERVICES';
 /** Ours (kube-router writes these rules straight into POSTROUTING): the nat chain of IPVS masquerading. */
 export const MASQUERADE_CHAIN = 'KUBE-ROUTER-SVC-MASQ';
 
-export const ANNOTATIONS = {
-  scheduler: 'kube-router.io/service.scheduler',
-  schedulerFlags: 'kube-router.io/service.schedflags',
-  local: 'kube-router.io/service.local',
-  skipLoadBalancerIps: 'kube-router.io/service.skiplbips',
-  hairpin: 'kube-router.io/service.hairpin',
-  hairpinExternalIps: 'kube-router.io/service.hairpin.externalips',
-  dsr: 'kube-router.io/service.dsr',
-} as const;
-
-export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
-export const HEADLESS_LABEL = 'service.kubernetes.io/headless';
+// kube-router's Service annotations are read by both proxies: they live in @kube-router/kube.
+export { SERVICE_ANNOTATIONS as ANNOTATIONS } from '@kube-router/kube';
 
 /** ipset names carry the family for IPv6, as kube-router's getIPSetName does. */
 export function familySetName(name: string, family: 'ipv4' | 'ipv6'): string {

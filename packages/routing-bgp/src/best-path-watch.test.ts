@@ -9,8 +9,15 @@ function harness() {
   const watchEvents = vi.spyOn(client, 'watchEvents');
   const onPaths = vi.fn();
   const onLost = vi.fn();
-  const watch = new BestPathWatch({ gobgp: () => client, handlers: { onPaths, onPeerChange: () => undefined }, onLost, logger: pino({ level: 'silent' }) });
-  return { gobgpd, watch, watchEvents, onPaths, onLost };
+  const onEnd = vi.fn();
+  const watch = new BestPathWatch({
+    gobgp: () => client,
+    handlers: { onPaths, onPeerChange: () => undefined },
+    onLost,
+    onEnd,
+    logger: pino({ level: 'silent' }),
+  });
+  return { gobgpd, watch, watchEvents, onPaths, onLost, onEnd };
 }
 
 describe('BestPathWatch', () => {
@@ -28,10 +35,13 @@ describe('BestPathWatch', () => {
   });
 
   it('a stream that ends asks for a sync after a pause; the next ensure opens a new one', async () => {
-    const { gobgpd, watch, watchEvents, onLost } = harness();
+    const { gobgpd, watch, watchEvents, onLost, onEnd } = harness();
     watch.ensure();
-    gobgpd.watch?.onEnd(new Error('gobgpd went away'));
+    const error = new Error('gobgpd went away');
+    gobgpd.watch?.onEnd(error);
     expect(watch.watching).toBe(false);
+    // The end itself is reported at once: a table asked for will not come.
+    expect(onEnd).toHaveBeenCalledExactlyOnceWith(error);
     await vi.advanceTimersByTimeAsync(999);
     expect(onLost).not.toHaveBeenCalled();
     await vi.advanceTimersByTimeAsync(1);
@@ -55,20 +65,22 @@ describe('BestPathWatch', () => {
   });
 
   it('reopen replaces an open stream with a new one (which starts with the table) and never opens one that was not', async () => {
-    const { gobgpd, watch, watchEvents, onLost } = harness();
-    watch.reopen();
+    const { gobgpd, watch, watchEvents, onLost, onEnd } = harness();
+    // Nothing reopened: the caller must not wait for a table.
+    expect(watch.reopen()).toBe(false);
     expect(watchEvents).not.toHaveBeenCalled();
     watch.ensure();
     const first = gobgpd.watch;
-    watch.reopen();
+    expect(watch.reopen()).toBe(true);
     expect(watchEvents).toHaveBeenCalledTimes(2);
     expect(gobgpd.watch).not.toBe(first);
     expect(watch.watching).toBe(true);
     // The replaced stream's cancel is not a loss.
     await vi.advanceTimersByTimeAsync(2_000);
     expect(onLost).not.toHaveBeenCalled();
+    expect(onEnd).not.toHaveBeenCalled();
     watch.stop();
-    watch.reopen();
+    expect(watch.reopen()).toBe(false);
     expect(watchEvents).toHaveBeenCalledTimes(2);
   });
 });

@@ -7,6 +7,11 @@ export interface BestPathWatchOptions {
   handlers: Pick<WatchHandlers, 'onPaths' | 'onSnapshot' | 'onPeerChange'>;
   /** The stream ended on its own (gobgpd went away): asks for a sync, which watches again once gobgpd answers. */
   onLost(): void;
+  /**
+   * The stream ended on its own, called at once (onLost follows after the pause): a table that `reopen` asked for and
+   * that had not come yet will not come on it.
+   */
+  onEnd?(error?: Error): void;
   logger: Logger;
   retryDelayMs?: number;
 }
@@ -34,6 +39,7 @@ export class BestPathWatch {
       onEnd: (error) => {
         this.#cancel = undefined;
         if (this.#stopped) return;
+        this.options.onEnd?.(error);
         this.options.logger.debug({ err: error }, 'gobgp event watch ended; watching again');
         clearTimeout(this.#retry);
         this.#retry = setTimeout(() => this.options.onLost(), this.options.retryDelayMs ?? 1_000);
@@ -44,11 +50,13 @@ export class BestPathWatch {
   /**
    * A new stream in place of the open one, which starts with gobgpd's table as it is now: what the old stream had
    * queued behind (gobgpd sends a burst path by path, slower than it receives it) is dropped rather than read.
+   * Returns whether it did: with no stream open (or stopped) no table is on its way, and none should be waited for.
    */
-  reopen(): void {
-    if (this.#stopped || !this.#cancel) return;
+  reopen(): boolean {
+    if (this.#stopped || !this.#cancel) return false;
     this.cancel();
     this.ensure();
+    return this.#cancel !== undefined;
   }
 
   /** The stream is on a gobgpd that is gone or was reset: the next `ensure` opens a new one. */

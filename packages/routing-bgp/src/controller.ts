@@ -116,6 +116,7 @@ class BgpRouting {
         onPeerChange: () => void this.#reportPeers().catch((error: unknown) => logger.debug({ err: error }, 'peer metrics update failed')),
       },
       onLost: () => this.#requestSync('gobgp-watch-ended'),
+      onEnd: () => this.#learned.watchEnded(),
       logger,
     });
     this.#podCidrs = new PodCidrAdvertiser(common);

@@ -15,7 +15,7 @@ const fromPeer = (cidr: string, nextHop: string, extra: Partial<ApiPath> = {}): 
   ...extra,
 });
 
-function harness(options: { wantedPeers?: Set<string>; catchUp?: () => void } = {}) {
+function harness(options: { wantedPeers?: Set<string>; catchUp?: () => boolean } = {}) {
   const gobgpd = new FakeGobgpd();
   const handedOver: InjectedRoute[][] = [];
   const wantedPeers = options.wantedPeers ?? new Set(['10.0.0.2', '10.0.0.3']);
@@ -177,7 +177,7 @@ describe('LearnedRoutes', () => {
   };
 
   it('a burst of 1,000 paths asks once for gobgpd’s table and hands over only the table, which replaces the events', async () => {
-    const catchUp = vi.fn();
+    const catchUp = vi.fn(() => true);
     const { learned, handedOver, last } = harness({ catchUp });
     await learned.refreshOnLinkPrefixes();
     learned.applyBestPathEvents([fromPeer('10.3.0.0/24', '10.0.0.3')]);
@@ -200,7 +200,7 @@ describe('LearnedRoutes', () => {
   });
 
   it('a table that does not come holds the hand-over no longer than the cap; paths spread over seconds never ask for one', async () => {
-    const catchUp = vi.fn();
+    const catchUp = vi.fn(() => true);
     const { learned, handedOver } = harness({ catchUp });
     await learned.refreshOnLinkPrefixes();
     burst(learned, 1_000);
@@ -210,7 +210,7 @@ describe('LearnedRoutes', () => {
     await advance(1);
     expect(handedOver.map((routes) => routes.length)).toEqual([1_000]);
 
-    const otherCatchUp = vi.fn();
+    const otherCatchUp = vi.fn(() => true);
     const other = harness({ catchUp: otherCatchUp });
     await other.learned.refreshOnLinkPrefixes();
     for (let second = 0; second < 4; second++) {
@@ -219,6 +219,56 @@ describe('LearnedRoutes', () => {
     }
     expect(other.handedOver.at(-1)).toHaveLength(2_400);
     expect(otherCatchUp).not.toHaveBeenCalled();
+  });
+
+  it('a table that could not be asked for (no stream open) is not waited for: the pause, not the cap; the next burst asks again', async () => {
+    const catchUp = vi.fn(() => false);
+    const { learned, handedOver } = harness({ catchUp });
+    await learned.refreshOnLinkPrefixes();
+    burst(learned, 1_000);
+    expect(catchUp).toHaveBeenCalledTimes(1);
+    await advance(50);
+    expect(handedOver.map((routes) => routes.length)).toEqual([1_000]);
+    // Still in the same second: each event of the burst asks, as none is on its way.
+    burst(learned, 1, 1_000);
+    expect(catchUp).toHaveBeenCalledTimes(2);
+    await advance(50);
+    expect(handedOver.map((routes) => routes.length)).toEqual([1_000, 1_001]);
+  });
+
+  it('a stream that ends before the table it was to bring ends the wait: the pause, not the cap, now and for later events', async () => {
+    const catchUp = vi.fn(() => true);
+    const { learned, handedOver } = harness({ catchUp });
+    await learned.refreshOnLinkPrefixes();
+    burst(learned, 1_000);
+    expect(catchUp).toHaveBeenCalledTimes(1);
+    await advance(300);
+    expect(handedOver).toHaveLength(0);
+    learned.watchEnded();
+    await advance(50);
+    expect(handedOver.map((routes) => routes.length)).toEqual([1_000]);
+    // A few paths later on (a new stream, no table awaited) go after the pause.
+    await advance(2_000);
+    learned.applyBestPathEvents([fromPeer('10.3.0.0/24', '10.0.0.3')]);
+    await advance(50);
+    expect(handedOver.map((routes) => routes.length)).toEqual([1_000, 1_001]);
+    // And the next burst asks for a table again.
+    burst(learned, 1_000, 2_000);
+    expect(catchUp).toHaveBeenCalledTimes(2);
+    // With nothing pending, the end of a stream schedules nothing.
+    learned.watchEnded();
+    learned.watchEnded();
+  });
+
+  it('stop between a hand-over timer and its setImmediate hands nothing over', async () => {
+    const { learned, handedOver } = harness();
+    await learned.refreshOnLinkPrefixes();
+    learned.applyBestPathEvents([fromPeer('10.2.0.0/24', '10.0.0.2')]);
+    // The 50 ms timer fires and queues its check; stop comes before the check runs.
+    await vi.advanceTimersByTimeAsync(50);
+    learned.stop();
+    await advance(1_000);
+    expect(handedOver).toHaveLength(0);
   });
 });
 

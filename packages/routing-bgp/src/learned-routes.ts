@@ -36,8 +36,9 @@ export interface LearnedRoutesOptions {
    * Asks for gobgpd's whole table anew (BestPathWatch.reopen), answered by {@link LearnedRoutes.applySnapshot}. Asked
    * when `catchUpAfterPaths` path events (default 1,000) arrived within a second since the last table: gobgpd queues a
    * peer's burst on the stream path by path, and one table of 5,000 paths arrives sooner than the rest of the queue.
+   * Returns whether a table is on its way (false: no stream was open to replace, so none is waited for).
    */
-  catchUp?(): void;
+  catchUp?(): boolean;
   catchUpAfterPaths?: number;
 }
 
@@ -104,8 +105,10 @@ export class LearnedRoutes {
       } else this.#learned.set(destination, { destination, nextHop, neighbor: path.neighborIp! });
     }
     if (this.options.catchUp && !this.#catchingUp && this.#burstPaths >= (this.options.catchUpAfterPaths ?? 1_000)) {
+      // Set before asking, in case the table arrives within the call; cleared if none was asked for, or the hand-over
+      // would wait for a table that never comes, now and after every later event.
       this.#catchingUp = true;
-      this.options.catchUp();
+      if (!this.options.catchUp()) this.#catchingUp = false;
     }
     this.#scheduleHandOver();
   }
@@ -131,6 +134,16 @@ export class LearnedRoutes {
     this.#scheduleHandOver(SNAPSHOT_QUIET_MS);
   }
 
+  /**
+   * The event stream ended (gobgpd went away, or the stream that was to bring the table ended before it did): a table
+   * asked for will not come, so what waits for it goes after the usual pause instead of the cap.
+   */
+  watchEnded(): void {
+    if (!this.#catchingUp) return;
+    this.#catchingUp = false;
+    if (this.#pendingSince !== 0 && !this.#stopped) this.#scheduleHandOver();
+  }
+
   #scheduleHandOver(quietMs = this.options.handOverDelayMs ?? 50): void {
     // One hand-over per burst: a peer's 5,000 UPDATEs arrive as 5,000 events over a few hundred milliseconds, and
     // every hand-over costs a full comparison here and a sync of route-sync. Each event waits for a pause in the
@@ -146,6 +159,8 @@ export class LearnedRoutes {
       // A timer that fires late (the loop was busy) runs before the events that arrived meanwhile are read: the
       // pause is real only if, once they are read (setImmediate runs after I/O), none of them rescheduled.
       setImmediate(() => {
+        // stop() clears the timer, not a callback the timer already queued here.
+        if (this.#stopped) return;
         if (this.#handOverTimer !== timer && Date.now() < deadline) return;
         clearTimeout(this.#handOverTimer);
         this.#handOverTimer = undefined;
