@@ -1,6 +1,6 @@
 import type { V1Endpoint, V1EndpointSlice } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { categorizeEndpoints, servicePortEndpoints } from './service-endpoints.js';
+import { categorizeEndpoints, servicePortEndpoints, usesClusterEndpoints, usesLocalEndpoints } from './service-endpoints.js';
 import type { EndpointPolicy, ServiceEndpoint } from './service-endpoints.js';
 
 const NODE = { name: 'node-a', zone: 'zone-a' };
@@ -91,6 +91,16 @@ describe('categorizeEndpoints', () => {
     expect(addresses(result.allReachable)).toEqual(['10.0.0.1', '10.0.0.2']);
     // externalTrafficPolicy Local without any external address is no Local traffic at all.
     expect(categorizeEndpoints([ep('10.0.0.2', { local: true })], { ...policy, externallyAccessible: false }, NODE).local).toEqual([]);
+  });
+
+  it('needs the Cluster endpoints for an externally accessible port even when both policies are Local (short circuit)', () => {
+    const policy = { internalLocal: true, externalLocal: true, externallyAccessible: true };
+    expect(usesClusterEndpoints(policy)).toBe(true);
+    expect(usesLocalEndpoints(policy)).toBe(true);
+    const result = categorizeEndpoints([ep('10.0.0.1'), ep('10.0.0.2', { local: true })], policy, NODE);
+    expect(addresses(result.cluster)).toEqual(['10.0.0.1', '10.0.0.2']);
+    expect(addresses(result.local)).toEqual(['10.0.0.2']);
+    expect(usesClusterEndpoints({ ...policy, externallyAccessible: false })).toBe(false);
   });
 
   it('narrows to this node, or zone, by hints only when every ready endpoint has one and one is ours', () => {

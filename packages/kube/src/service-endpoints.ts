@@ -134,9 +134,13 @@ export interface EndpointCategories {
   readonly topology: TopologyMode | undefined;
 }
 
-/** Whether any traffic of this port follows the Cluster policy (kube-proxy's UsesClusterEndpoints). */
+/**
+ * Whether any traffic of this port follows the Cluster policy (kube-proxy's UsesClusterEndpoints). An externally
+ * accessible port needs them even under externalTrafficPolicy Local: pods and the node itself reaching an external
+ * address are short-circuited to the Cluster endpoints.
+ */
 export function usesClusterEndpoints(policy: EndpointPolicy): boolean {
-  return !policy.internalLocal || (policy.externallyAccessible && !policy.externalLocal);
+  return !policy.internalLocal || policy.externallyAccessible;
 }
 
 /** Whether any traffic of this port follows the Local policy (kube-proxy's UsesLocalEndpoints). */

@@ -1,7 +1,8 @@
-import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+import type { V1Node } from '@kubernetes/client-node';
 import { createSyncController, messageOf, SyncFailures, SyncWarnings } from '@kube-router/controller';
 import type { Controller, PluginContext, ServiceFlow, ServicePath, SyncContext } from '@kube-router/controller';
 import { HealthCheckServers, nodePodCidrs, parseCidr, strictServiceAddressRanges } from '@kube-router/kube';
+import type { ServiceProxySources } from '@kube-router/kube';
 import { isNftRefusal, listConntrackEntries, Nft, nftTableLock } from '@kube-router/netfilter';
 import type { CommandRunner, IpFamily } from '@kube-router/netfilter';
 import { deleteStaleFlow } from './conntrack.js';
@@ -13,9 +14,10 @@ import { TABLES } from './names.js';
 import { enabledFamilies } from './options.js';
 import type { ResolvedProxyNftablesOptions } from './options.js';
 import { createRenderCache, renderTable } from './render.js';
-import type { RenderOptions } from './render.js';
+import type { Fragment, RenderOptions, TableState } from './render.js';
 import { fullScript } from './script.js';
-import { staleFlows } from './stale-flows.js';
+import { staleFlowKey, staleFlows, stillStale } from './stale-flows.js';
+import type { StaleFlow } from './stale-flows.js';
 import { STALE_CHAIN_DELAY_MS, TableWriter } from './writer.js';
 import type { WriteReport } from './writer.js';
 
@@ -27,15 +29,8 @@ const WARM_SLICE = 500;
 const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** Where the controller reads the cluster from: the agent's informers, or anything shaped like them. */
-export interface ProxySources {
-  services(): readonly V1Service[];
-  slicesFor(namespace: string, name: string): readonly V1EndpointSlice[];
-  node(): V1Node | undefined;
-  hasSynced(): boolean;
-  onChange(handler: () => void): () => void;
-  /** Records a Warning event on a Service. */
-  warnService(namespace: string, name: string, reason: string, message: string): void;
-}
+/** What the proxy reads of the cluster (kube's informers in the agent; a fake in unit tests and the bench). */
+export type ProxySources = ServiceProxySources;
 
 export interface ProxyNftablesDeps {
   readonly sources: ProxySources;
@@ -121,8 +116,19 @@ class ProxyNftablesSync {
   readonly #healthChecks: HealthCheckServers;
   readonly #warnings: SyncWarnings;
   readonly #metrics: ProxyNftablesMetrics;
-  /** What each family's table was last written from, for conntrack cleanup. */
+  /**
+   * What each family's conntrack entries may come from, for their cleanup: the plans last written, and the last plans
+   * of Services the kernel refused since (their flows are not purged as if the Services were deleted).
+   */
   readonly #programmed = new Map<IpFamily, readonly ServicePortPlan[]>();
+  /** UDP flows whose `conntrack -D` failed: tried again next sync (while still stale) rather than lost. */
+  readonly #staleFlowsPending = new Map<IpFamily, ReadonlyMap<string, StaleFlow>>();
+  /**
+   * Services the kernel refused, by family, with the fragment it refused and why: left out of later syncs while their
+   * fragment is the same object (the render cache keeps an unchanged Service's), so that one refused Service does not
+   * make every sync check every Service with `nft -c` again.
+   */
+  readonly #refused = new Map<IpFamily, ReadonlyMap<string, { readonly fragment: Fragment; readonly error: unknown }>>();
   // An event sync recomputes and re-renders only the Services that changed (the informers' objects are kept as is).
   readonly #modelCache = createModelCache();
   readonly #renderCache = createRenderCache();
@@ -205,18 +211,31 @@ class ProxyNftablesSync {
         masqueradeAll: this.#options.masqueradeAll,
         nodePortBindOnAllIp: this.#options.nodePortBindOnAllIp,
       };
-      const groups = [...model.groups[family]];
-      for (let start = 0; start < groups.length; start += WARM_SLICE) {
-        renderTable(new Map(groups.slice(start, start + WARM_SLICE)), [], renderOptions, this.#renderCache);
+      const warm = [...model.groups[family]];
+      for (let start = 0; start < warm.length; start += WARM_SLICE) {
+        renderTable(new Map(warm.slice(start, start + WARM_SLICE)), [], renderOptions, this.#renderCache);
         await yieldToLoop();
       }
-      const desired = renderTable(model.groups[family], model.nodePortAddresses[family], renderOptions, this.#renderCache);
+      const nodePortIps = model.nodePortAddresses[family];
+      let groups = model.groups[family];
+      let desired = renderTable(groups, nodePortIps, renderOptions, this.#renderCache);
+      // Services refused before and unchanged since stay out, failing again, without asking the kernel again.
+      const stillRefused = new Map([...(this.#refused.get(family) ?? [])].filter(([owner, known]) => desired.fragments.get(owner) === known.fragment));
+      for (const [owner, known] of stillRefused) {
+        failures.add(`service/${owner}`, known.error);
+        this.#warnings.warn(owner, 'ServiceNotProgrammed', `nftables refused the Service's rules: ${messageOf(known.error)}`);
+      }
+      if (stillRefused.size > 0) {
+        groups = new Map([...groups].filter(([owner]) => !stillRefused.has(owner)));
+        desired = renderTable(groups, nodePortIps, renderOptions, this.#renderCache);
+      }
+      const accepted = writer.written;
       const written = await failures.attempt(`table/${writer.table}`, async () => {
         try {
-          return { report: await writer.write(desired, full), plans: model.ports[family] };
+          return { report: await writer.write(desired, full), refused: new Map<string, { fragment: Fragment; error: unknown }>() };
         } catch (error) {
           if (!isNftRefusal(error)) throw error;
-          return this.#writeWithoutRefused(writer, model, renderOptions, error, failures);
+          return this.#writeWithoutRefused(writer, groups, desired, accepted, nodePortIps, renderOptions, error, failures);
         }
       });
       progress();
@@ -224,7 +243,10 @@ class ProxyNftablesSync {
         this.#metrics.syncFailures.inc();
         continue;
       }
-      const { report, plans } = written;
+      const { report } = written;
+      const refused = new Map([...stillRefused, ...written.refused]);
+      this.#refused.set(family, refused);
+      const plans = [...groups].flatMap(([owner, group]) => (refused.has(owner) ? [] : group));
       writes[family] = report;
       if (report.drift) {
         driftRepaired('chain', report.drift.chain);
@@ -232,8 +254,10 @@ class ProxyNftablesSync {
         driftRepaired('set', report.drift.set);
       }
       const before = this.#programmed.get(family);
-      this.#programmed.set(family, plans);
-      if (before) conntrackDeleted += await this.#deleteStaleFlows(before, plans, failures);
+      // A refused Service is not a deleted one: its flows are left as they were.
+      const flowPlans = [...plans, ...(before ?? []).filter((plan) => refused.has(plan.owner))];
+      this.#programmed.set(family, flowPlans);
+      conntrackDeleted += await this.#deleteStaleFlows(family, before, flowPlans, failures);
       this.#metrics.servicePorts.set({ family }, plans.length);
     }
 
@@ -251,36 +275,36 @@ class ProxyNftablesSync {
   /**
    * The kernel refused the table: find the Services it refuses, each checked alone (`nft -c`), and write the table
    * without them, so that one Service the model let through fails alone (a Warning, a joined failure) and every other
-   * is programmed. When no Service is to blame, the refusal is the table's.
+   * is programmed. Only Services whose fragment differs from the table the kernel last accepted are checked. When no
+   * Service is to blame, the refusal is the table's.
    */
   async #writeWithoutRefused(
     writer: TableWriter,
-    model: ProxyModel,
+    groups: ReadonlyMap<string, readonly ServicePortPlan[]>,
+    desired: TableState,
+    accepted: TableState | undefined,
+    nodePortIps: readonly string[],
     options: RenderOptions,
     refusal: unknown,
     failures: SyncFailures,
-  ): Promise<{ report: WriteReport; plans: readonly ServicePortPlan[] }> {
-    const plans = model.ports[options.family];
-    const owners = [...new Set(plans.map((plan) => plan.owner))];
-    const refused = new Set<string>();
-    for (const owner of owners) {
-      const alone = renderTable(
-        plans.filter((plan) => plan.owner === owner),
-        model.nodePortAddresses[options.family],
-        options,
-      );
+  ): Promise<{ report: WriteReport; refused: Map<string, { fragment: Fragment; error: unknown }> }> {
+    const refused = new Map<string, { fragment: Fragment; error: unknown }>();
+    for (const [owner, group] of groups) {
+      const fragment = desired.fragments.get(owner);
+      if (!fragment || (accepted && accepted.fragments.get(owner) === fragment)) continue;
+      const alone = renderTable(new Map([[owner, group]]), nodePortIps, options, this.#renderCache);
       try {
         await writer.check(fullScript(writer.table, alone, { chains: new Set(), sets: new Set() }).script);
       } catch (error) {
         if (!isNftRefusal(error)) throw error;
-        refused.add(owner);
+        refused.set(owner, { fragment, error });
         failures.add(`service/${owner}`, error);
         this.#warnings.warn(owner, 'ServiceNotProgrammed', `nftables refused the Service's rules: ${messageOf(error)}`);
       }
     }
     if (refused.size === 0) throw refusal;
-    const kept = plans.filter((plan) => !refused.has(plan.owner));
-    return { report: await writer.write(renderTable(kept, model.nodePortAddresses[options.family], options), true), plans: kept };
+    const kept = new Map([...groups].filter(([owner]) => !refused.has(owner)));
+    return { report: await writer.write(renderTable(kept, nodePortIps, options, this.#renderCache), true), refused };
   }
 
   /** podCidrs, else the Node's (its annotations, else spec.podCIDRs): traffic from them is not masqueraded. */
@@ -294,16 +318,49 @@ class ProxyNftablesSync {
     }
   }
 
-  async #deleteStaleFlows(before: readonly ServicePortPlan[], after: readonly ServicePortPlan[], failures: SyncFailures): Promise<number> {
+  /**
+   * Deletes the UDP flows that point at endpoints not serving any more (staleFlows), with those whose deletion failed
+   * before. After a restart there is no earlier model to compare with: the entries to each UDP Service address are
+   * listed instead, and those not answered by a serving endpoint go (kube-proxy's approach; NodePorts are not listed).
+   */
+  async #deleteStaleFlows(family: IpFamily, before: readonly ServicePortPlan[] | undefined, after: readonly ServicePortPlan[], failures: SyncFailures): Promise<number> {
+    const flows = new Map<string, StaleFlow>();
+    for (const [key, flow] of this.#staleFlowsPending.get(family) ?? []) if (stillStale(flow, after)) flows.set(key, flow);
+    for (const flow of before ? staleFlows(before, after) : await this.#listedStaleFlows(after, failures)) flows.set(staleFlowKey(flow), flow);
+    const failed = new Map<string, StaleFlow>();
     let deleted = 0;
-    for (const flow of staleFlows(before, after)) {
+    for (const [key, flow] of flows) {
       const count = await failures.attempt(`conntrack/${flow.originalDestination ?? 'nodeport'}:${flow.originalPort}`, () =>
-        deleteStaleFlow(this.#runner, flow, { ...(this.#options.netns !== undefined && { netns: this.#options.netns }), timeoutMs: this.#options.commandTimeoutMs }),
+        deleteStaleFlow(this.#runner, flow, this.#conntrackOptions()),
       );
+      if (count === undefined) failed.set(key, flow);
       deleted += count ?? 0;
     }
+    this.#staleFlowsPending.set(family, failed);
     if (deleted > 0) this.#metrics.conntrackDeleted.inc(deleted);
     return deleted;
+  }
+
+  /** The UDP flows to each Service address that no serving endpoint answers, from conntrack's listing. */
+  async #listedStaleFlows(after: readonly ServicePortPlan[], failures: SyncFailures): Promise<StaleFlow[]> {
+    const flows: StaleFlow[] = [];
+    for (const plan of after) {
+      if (plan.protocol !== 'udp') continue;
+      const serving = new Set(plan.servingAddresses);
+      for (const address of [plan.clusterIp, ...plan.externalIps, ...plan.loadBalancerIps]) {
+        const entries = await failures.attempt(`conntrack/${address}:${plan.port}`, () =>
+          listConntrackEntries(this.#runner, { protocol: 'udp', family: plan.family, originalDestination: address, originalPort: plan.port }, this.#conntrackOptions()),
+        );
+        for (const entry of entries ?? []) {
+          if (!serving.has(entry.reply.source)) flows.push({ family: plan.family, originalDestination: address, originalPort: plan.port, replySource: entry.reply.source });
+        }
+      }
+    }
+    return flows;
+  }
+
+  #conntrackOptions(): { netns?: string; timeoutMs: number } {
+    return { ...(this.#options.netns !== undefined && { netns: this.#options.netns }), timeoutMs: this.#options.commandTimeoutMs };
   }
 
   #record(reason: string, full: boolean, model: ProxyModel, writes: Partial<Record<IpFamily, WriteReport>>, conntrackDeleted: number, totalMs: number, ok: boolean): void {

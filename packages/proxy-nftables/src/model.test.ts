@@ -79,6 +79,14 @@ describe('buildProxyModel', () => {
     expect(bad.ports.ipv4).toEqual([]);
   });
 
+  it('allows LoadBalancer IPs as sources when a node IP is in the ranges, with nodePortBindOnAllIp too', () => {
+    const status = { loadBalancer: { ingress: [{ ip: '198.51.100.1' }] } };
+    const lb = service('lb', { type: 'LoadBalancer', loadBalancerSourceRanges: ['192.168.1.0/24'] }, { status });
+    const plan = model([lb], {}, { nodePortBindOnAllIp: true }).ports.ipv4[0];
+    expect(plan).toMatchObject({ firewalled: true, allowLoadBalancerIpsAsSources: true });
+    expect(model([lb], {}, { nodePortBindOnAllIp: true }).nodePortAddresses).toEqual({ ipv4: [], ipv6: [] });
+  });
+
   it('leaves strict validation’s refused addresses out with a warning, not a failure', () => {
     const result = model([service('ext', { externalIPs: ['203.0.113.1', '192.0.2.1'] })], {}, { validation: { externalIpRanges: ['203.0.113.0/24'], loadBalancerIpRanges: [], clusterIpRanges: ['10.96.0.0/12'] } });
     expect(result.ports.ipv4[0]?.externalIps).toEqual(['203.0.113.1']);

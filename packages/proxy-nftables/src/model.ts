@@ -1,7 +1,7 @@
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
-import { categorizeEndpoints, inCidrs, parseCidr, parseCidrs, parseIp, serviceAddressValidator, servicePortEndpoints } from '@kube-router/kube';
+import { categorizeEndpoints, inCidrs, parseCidr, parseCidrs, parseIp, serviceAddressValidator, servicePortEndpoints, serviceSkipReason } from '@kube-router/kube';
 import type { EndpointCategories, HealthCheckPort, IpFamily, ParsedIp, ServiceAddressRanges, ValidatedAddressKind } from '@kube-router/kube';
-import { ANNOTATIONS, HEADLESS_LABEL, SERVICE_PROXY_NAME_LABEL } from './names.js';
+import { ANNOTATIONS } from './names.js';
 
 export type NftProtocol = 'tcp' | 'udp' | 'sctp';
 
@@ -20,7 +20,12 @@ export interface ServicePortPlan {
   readonly nodePort: number;
   /** loadBalancerSourceRanges of this family (canonical CIDRs); empty: every source. */
   readonly sourceRanges: readonly string[];
-  /** A node address lies in sourceRanges: the LoadBalancer IPs themselves are allowed sources too (kube-proxy). */
+  /**
+   * The Service has loadBalancerSourceRanges (of any family): its LoadBalancer IPs admit only sourceRanges, none when
+   * this family has no range of its own.
+   */
+  readonly firewalled: boolean;
+  /** One of the Node's own addresses lies in sourceRanges: the LoadBalancer IPs themselves are allowed sources too (kube-proxy). */
   readonly allowLoadBalancerIpsAsSources: boolean;
   readonly internalLocal: boolean;
   readonly externalLocal: boolean;
@@ -28,6 +33,11 @@ export interface ServicePortPlan {
   /** sessionAffinity ClientIP: its timeout in seconds. */
   readonly affinitySeconds: number | undefined;
   readonly endpoints: EndpointCategories;
+  /**
+   * Every serving endpoint of the port in this family, whatever the policies, topology or terminating status: UDP flows
+   * to these keep their conntrack entries (kube-proxy's conntrack cleanup).
+   */
+  readonly servingAddresses: readonly string[];
 }
 
 export interface ServiceProblem {
@@ -82,19 +92,6 @@ function isPort(value: number | undefined): value is number {
   return value !== undefined && Number.isInteger(value) && value >= 1 && value <= 65_535;
 }
 
-/** Why kube-router's proxy leaves a Service alone, or undefined when it programs it. */
-export function skipReason(svc: V1Service, serviceProxyName: string): string | undefined {
-  const labels = svc.metadata?.labels ?? {};
-  if (svc.spec?.type === 'ExternalName') return 'ExternalName';
-  const clusterIp = svc.spec?.clusterIP;
-  if (clusterIp === 'None') return 'headless';
-  if (!clusterIp) return 'no ClusterIP';
-  if (HEADLESS_LABEL in labels) return `labelled ${HEADLESS_LABEL}`;
-  const proxyName = labels[SERVICE_PROXY_NAME_LABEL];
-  if (proxyName !== undefined && proxyName !== serviceProxyName) return `${SERVICE_PROXY_NAME_LABEL}=${proxyName}`;
-  return undefined;
-}
-
 /**
  * Why this backend refuses a Service as a whole, or undefined: kube-router annotations that only IPVS can honour are
  * refused with a Warning rather than silently ignored.
@@ -121,7 +118,10 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions, cach
   const refused: ServiceProblem[] = [];
   const nodeProblems: string[] = [];
   const healthChecks: HealthCheckPort[] = [];
-  const nodeAddresses = options.nodePortBindOnAllIp ? [] : nodeAddressesOf(inputs, nodeProblems);
+  // The Node's InternalIP/ExternalIP: where NodePorts answer (unless every address does), and always what decides
+  // whether LoadBalancer IPs are allowed sources (kube-proxy checks the node IPs whatever nodePortAddresses says).
+  const nodeIps = nodeAddressesOf(inputs, options.nodePortBindOnAllIp ? [] : nodeProblems);
+  const nodeAddresses = options.nodePortBindOnAllIp ? [] : nodeIps;
   const nodePortAddresses: Record<IpFamily, string[]> = {
     ipv4: nodeAddresses.filter((address) => address.family === 'ipv4').map((address) => address.text),
     ipv6: nodeAddresses.filter((address) => address.family === 'ipv6').map((address) => address.text),
@@ -132,8 +132,9 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions, cach
     refusal: options.validation && serviceAddressValidator(options.validation),
     node: { name: inputs.nodeName, zone: inputs.node?.metadata?.labels?.[ZONE_LABEL] },
     nodePortAddresses,
+    nodeIps: nodeIps.map((address) => address.text),
   };
-  const contextKey = JSON.stringify([options, inputs.nodeName, context.node.zone, nodePortAddresses]);
+  const contextKey = JSON.stringify([options, inputs.nodeName, context.node.zone, nodePortAddresses, context.nodeIps]);
   // Who holds each address:protocol:port (and each NodePort): the first Service in name order; the others are problems.
   const claims = new Map<string, string>();
   let services = 0;
@@ -194,6 +195,7 @@ interface ServiceContext {
   readonly refusal: ((kind: ValidatedAddressKind, address: string) => string | undefined) | undefined;
   readonly node: { readonly name: string; readonly zone: string | undefined };
   readonly nodePortAddresses: Readonly<Record<IpFamily, readonly string[]>>;
+  readonly nodeIps: readonly string[];
 }
 
 /** One Service's plans (undefined: refused or failed closed), problems and health check; undefined when it is skipped. */
@@ -205,9 +207,9 @@ interface ServiceOutcome {
 }
 
 function planService(svc: V1Service, owner: string, slices: readonly V1EndpointSlice[], context: ServiceContext): ServiceOutcome | undefined {
-  const { options, families, refusal, node, nodePortAddresses } = context;
+  const { options, families, refusal, node, nodeIps } = context;
   const refused: ServiceProblem[] = [];
-  if (skipReason(svc, options.serviceProxyName) !== undefined) return undefined;
+  if (serviceSkipReason(svc, options.serviceProxyName) !== undefined) return undefined;
   const refusedWhy = refusalOf(svc);
   if (refusedWhy) return { problems: [{ owner, reason: 'UnsupportedServiceAnnotation', message: refusedWhy }], refused, plans: undefined, healthCheck: undefined };
   const serviceProblems: ServiceProblem[] = [];
@@ -275,11 +277,8 @@ function planService(svc: V1Service, owner: string, slices: readonly V1EndpointS
       const familyLb = ofFamily(lbIps);
       const externallyAccessible = nodePort !== 0 || familyExternal.length > 0 || familyLb.length > 0;
       const policy = { internalLocal, externalLocal, externallyAccessible };
-      const endpoints = categorizeEndpoints(
-        read.endpoints.filter((endpoint) => endpoint.family === family),
-        policy,
-        node,
-      );
+      const familyEndpoints = read.endpoints.filter((endpoint) => endpoint.family === family);
+      const endpoints = categorizeEndpoints(familyEndpoints, policy, node);
       localEndpointsForHealth = Math.max(localEndpointsForHealth, endpoints.local.filter((endpoint) => endpoint.ready).length);
       const ranges = sourceRanges.filter((range) => range.family === family).map((range) => range.cidr);
       const parsedRanges = parseCidrs(ranges);
@@ -294,10 +293,12 @@ function planService(svc: V1Service, owner: string, slices: readonly V1EndpointS
         loadBalancerIps: familyLb,
         nodePort,
         sourceRanges: ranges,
-        allowLoadBalancerIpsAsSources: nodePortAddresses[family].some((address) => inCidrs(address, parsedRanges)),
+        firewalled: sourceRanges.length > 0,
+        allowLoadBalancerIpsAsSources: nodeIps.some((address) => inCidrs(address, parsedRanges)),
         ...policy,
         affinitySeconds,
         endpoints,
+        servingAddresses: [...new Set(familyEndpoints.filter((endpoint) => endpoint.serving).map((endpoint) => endpoint.address))],
       });
     }
   }

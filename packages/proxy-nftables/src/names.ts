@@ -10,19 +10,8 @@ export const TABLES: Readonly<Record<IpFamily, { readonly family: 'ip' | 'ip6'; 
   ipv6: { family: 'ip6', name: 'kube-router-proxy' },
 };
 
-/** kube-router's Service annotations (the same keys as proxy-ipvs reads). */
-export const ANNOTATIONS = {
-  scheduler: 'kube-router.io/service.scheduler',
-  schedulerFlags: 'kube-router.io/service.schedflags',
-  local: 'kube-router.io/service.local',
-  skipLoadBalancerIps: 'kube-router.io/service.skiplbips',
-  hairpin: 'kube-router.io/service.hairpin',
-  hairpinExternalIps: 'kube-router.io/service.hairpin.externalips',
-  dsr: 'kube-router.io/service.dsr',
-} as const;
-
-export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
-export const HEADLESS_LABEL = 'service.kubernetes.io/headless';
+// kube-router's Service annotations are read by both proxies: they live in @kube-router/kube.
+export { SERVICE_ANNOTATIONS as ANNOTATIONS } from '@kube-router/kube';
 
 /** Fixed chains, sets and maps (kube-proxy's nftables layout and names). */
 export const CHAINS = {

@@ -84,6 +84,27 @@ describe('renderTable', () => {
     expect(cluster[0]).toBe('ip daddr 10.96.0.10 tcp dport 80 jump mark-for-masquerade');
   });
 
+  it('short-circuits pods and the node to the Cluster endpoints when both traffic policies are Local', () => {
+    const state = table([service('lb', { type: 'NodePort', internalTrafficPolicy: 'Local', externalTrafficPolicy: 'Local', ports: [{ name: 'http', port: 80, nodePort: 30080 }] })], {
+      lb: [slice([{ ip: '10.244.0.5' }, { ip: '10.244.1.5', node: 'node-b' }])],
+    });
+    const [[cluster, clusterRules = []] = []] = chainsStarting(state, 'service-');
+    expect(clusterRules).toEqual([expect.stringMatching(/^numgen random mod 2 vmap .*10\.244\.0\.5.*10\.244\.1\.5/)]);
+    const [[, rules = []] = []] = chainsStarting(state, 'external-');
+    expect(rules).toEqual([`ip saddr { 10.244.0.0/16 } goto ${cluster}`, 'fib saddr type local jump mark-for-masquerade', `fib saddr type local goto ${cluster}`, expect.stringMatching(/^goto local-/)]);
+    // The ClusterIP itself follows internalTrafficPolicy Local.
+    expect(state.maps['service-ips'].get('10.96.0.10 . tcp . 80')).toMatch(/^goto local-/);
+  });
+
+  it('drops every source on a family’s LoadBalancer IPs when the Service has source ranges of the other family only', () => {
+    const status = { loadBalancer: { ingress: [{ ip: '198.51.100.1' }] } };
+    const state = table([service('lb', { type: 'LoadBalancer', loadBalancerSourceRanges: ['2001:db8:1::/48'] }, { status })], { lb: [slice([{ ip: '10.244.0.5' }])] });
+    const [[firewall, rules] = ['', []]] = chainsStarting(state, 'firewall-');
+    expect(rules).toEqual(['drop']);
+    expect(state.maps['firewall-ips'].get('198.51.100.1 . tcp . 80')).toBe(`goto ${firewall}`);
+    expect(chainsStarting(table([service('lb', { type: 'LoadBalancer' }, { status })], { lb: [slice([{ ip: '10.244.0.5' }])] }), 'firewall-')).toEqual([]);
+  });
+
   it('renders IPv6 with ip6 matches and bracketed DNAT targets; NodePorts on every local address with nodePortBindOnAllIp', () => {
     const model = buildProxyModel(
       { services: [service('web', { clusterIP: 'fd00:96::1', clusterIPs: ['fd00:96::1'] })], slicesFor: () => [slice([{ ip: 'fd00:244::5' }], undefined, 'IPv6')], node: node(), nodeName: 'node-a' },

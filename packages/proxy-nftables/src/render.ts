@@ -1,3 +1,4 @@
+import { usesClusterEndpoints, usesLocalEndpoints } from '@kube-router/kube';
 import type { IpFamily, ServiceEndpoint } from '@kube-router/kube';
 import type { ServicePortPlan } from './model.js';
 import { CHAINS, MAPS, MASQUERADE_MARK, NODEPORT_IPS_SET, PREFIX, endpointBase, hashedName, servicePortBase } from './names.js';
@@ -244,8 +245,8 @@ function renderService(plans: readonly ServicePortPlan[], options: RenderOptions
     const { cluster: clusterEndpoints, local: localEndpoints, allReachable, hasAnyEndpoints } = plan.endpoints;
     const key = (address: string, port = plan.port) => `${address} . ${plan.protocol} . ${port}`;
     const nodePortKey = `${plan.protocol} . ${plan.nodePort}`;
-    const clusterPolicy = plan.internalLocal === false || (plan.externallyAccessible && !plan.externalLocal);
-    const localPolicy = plan.internalLocal || (plan.externallyAccessible && plan.externalLocal);
+    const clusterPolicy = usesClusterEndpoints(plan);
+    const localPolicy = usesLocalEndpoints(plan);
     const usesClusterChain = clusterEndpoints.length > 0 && clusterPolicy;
     const usesLocalChain = localEndpoints.length > 0 && localPolicy;
     const internalChain = plan.internalLocal ? names.local : names.cluster;
@@ -262,10 +263,11 @@ function renderService(plans: readonly ServicePortPlan[], options: RenderOptions
       if (hasAnyEndpoints) maps[MAPS.serviceIps].set(key(address), `goto ${names.external}`);
       if (!hasExternal) maps[MAPS.noEndpointServices].set(key(address), externalVerdict);
     }
-    const usesFirewall = plan.loadBalancerIps.length > 0 && plan.sourceRanges.length > 0;
+    const usesFirewall = plan.loadBalancerIps.length > 0 && plan.firewalled;
     if (usesFirewall) {
       const sources = [...plan.sourceRanges, ...(plan.allowLoadBalancerIpsAsSources ? plan.loadBalancerIps : [])];
-      chains.set(names.firewall, [`${ip} saddr != { ${sources.join(', ')} } drop`]);
+      // A family without ranges of its own admits no source (stricter than kube-proxy, as proxy-ipvs; see the docs).
+      chains.set(names.firewall, [sources.length > 0 ? `${ip} saddr != { ${sources.join(', ')} } drop` : 'drop']);
     }
     for (const address of plan.loadBalancerIps) {
       if (hasAnyEndpoints) maps[MAPS.serviceIps].set(key(address), `goto ${names.external}`);

@@ -2,15 +2,16 @@ import { Nft, RecordingRunner } from '@kube-router/netfilter';
 import { describe, expect, it } from 'vitest';
 import { buildProxyModel } from './model.js';
 import { renderTable } from './render.js';
-import { staleFlows } from './stale-flows.js';
+import { staleFlows, stillStale } from './stale-flows.js';
 import { node, service, slice } from './testing/objects.js';
+import type { SliceEndpoint } from './testing/objects.js';
 import { STALE_CHAIN_DELAY_MS, TableWriter } from './writer.js';
 
-function model(endpoints: string[], protocol = 'TCP') {
+function model(endpoints: (string | SliceEndpoint)[], protocol = 'TCP') {
   return buildProxyModel(
     {
       services: [service('web', { type: 'NodePort', ports: [{ name: 'http', port: 80, protocol, nodePort: 30080 }], externalIPs: ['203.0.113.1'] })],
-      slicesFor: () => [slice(endpoints.map((ip) => ({ ip })), [{ name: 'http', port: 8080, protocol }])],
+      slicesFor: () => [slice(endpoints.map((endpoint) => (typeof endpoint === 'string' ? { ip: endpoint } : endpoint)), [{ name: 'http', port: 8080, protocol }])],
       node: node(),
       nodeName: 'node-a',
     },
@@ -79,6 +80,18 @@ describe('staleFlows', () => {
     expect(flows).toEqual([
       { family: 'ipv4', originalDestination: '10.96.0.10', originalPort: 80, replySource: undefined },
       { family: 'ipv4', originalDestination: '203.0.113.1', originalPort: 80, replySource: undefined },
+      { family: 'ipv4', originalDestination: undefined, originalPort: 30080, replySource: undefined },
     ]);
+  });
+
+  it('keeps the flows of an endpoint still serving, terminating or not chosen; deletes those of one no longer serving', () => {
+    const before = model(['10.244.0.5', '10.244.0.6', '10.244.0.7'], 'UDP').ports.ipv4;
+    const after = model(['10.244.0.5', { ip: '10.244.0.6', ready: false, serving: true, terminating: true }, { ip: '10.244.0.7', ready: false, serving: false, terminating: true }], 'UDP').ports.ipv4;
+    expect(after[0]?.endpoints.allReachable.map((endpoint) => endpoint.address)).toEqual(['10.244.0.5']);
+    expect(staleFlows(before, after).map((flow) => flow.replySource)).toEqual(['10.244.0.7', '10.244.0.7', '10.244.0.7']);
+    // A flow that failed to go is retried only while its endpoint does not serve the port again.
+    const [flow] = staleFlows(before, after);
+    expect(flow && stillStale(flow, after)).toBe(true);
+    expect(flow && stillStale(flow, before)).toBe(false);
   });
 });
