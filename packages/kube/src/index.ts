@@ -61,7 +61,15 @@ export type { ParsedCidr } from './cidrs.js';
 export type { ServiceAddressRanges, ValidatedAddressKind } from './service-addresses.js';
 export { categorizeEndpoints, servicePortEndpoints, usesClusterEndpoints, usesLocalEndpoints } from './service-endpoints.js';
 export { HealthCheckServers } from './service-health-checks.js';
-export { HEADLESS_LABEL, SERVICE_ANNOTATIONS, SERVICE_PROXY_NAME_LABEL, serviceProxySources, serviceSkipReason } from './service-proxy.js';
+export {
+  enabledFamilies,
+  HEADLESS_LABEL,
+  SERVICE_ANNOTATIONS,
+  SERVICE_PROXY_NAME_LABEL,
+  serviceProxyOptionFields,
+  serviceProxySources,
+  serviceSkipReason,
+} from './service-proxy.js';
 export type { ServiceProxySources } from './service-proxy.js';
 export type { HealthCheckPort } from './service-health-checks.js';
 export type {

@@ -1,6 +1,9 @@
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { z } from 'zod';
+import type { IpFamily } from './ip-address.js';
 import type { KubeContext } from './kube-context.js';
+import { cidrOption, strictServiceAddressOptionFields } from './service-addresses.js';
 
 /** kube-router's Service annotations, read by both service proxies (each refuses those it cannot honour). */
 export const SERVICE_ANNOTATIONS = {
@@ -63,4 +66,42 @@ export function serviceProxySources(kube: KubeContext, nodeName: string, logger:
       });
     },
   };
+}
+
+/**
+ * The options both service proxies have, with the same names and meanings, so that the agent maps the same
+ * kube-router flags onto either; each proxy's schema spreads them and adds its own.
+ */
+export const serviceProxyOptionFields = {
+  /** --enable-ipv4 / --enable-ipv6: which families of Service addresses are programmed. */
+  enableIpv4: z.boolean().default(true),
+  enableIpv6: z.boolean().default(false),
+  /** --ipvs-sync-period: the periodic full sync, which reads the kernel back and repairs drift. */
+  syncPeriodMs: z.number().int().positive().default(300_000),
+  minSyncIntervalMs: z.number().int().nonnegative().optional(),
+  syncTimeoutMs: z.number().int().nonnegative().optional(),
+  /** Runs every command inside this network namespace (tests, the lab). */
+  netns: z.string().min(1).optional(),
+  /** Deadline of each kernel command. */
+  commandTimeoutMs: z.number().int().positive().default(60_000),
+  /** --nodeport-bindon-all-ip: NodePorts on every local address instead of the Node's InternalIP/ExternalIP. */
+  nodePortBindOnAllIp: z.boolean().default(false),
+  /** --masquerade-all: SNAT all Service traffic, not only what comes from outside the pod CIDRs. */
+  masqueradeAll: z.boolean().default(false),
+  /** Traffic from these is not masqueraded (unless masqueradeAll); empty: the Node's pod CIDRs (nodePodCidrs). */
+  podCidrs: z.array(cidrOption).default([]),
+  /**
+   * --strict-external-ip-validation and its ranges: only the externalIPs and LoadBalancer IPs they allow are
+   * programmed; each refused address is a Warning on its Service.
+   */
+  ...strictServiceAddressOptionFields,
+  /** --service-proxy-name: Services labelled service.kubernetes.io/service-proxy-name with another value are skipped. */
+  serviceProxyName: z.string().default('kube-router'),
+  /** healthCheckNodePort servers listen on this address (kube-router: every address). */
+  healthCheckBindAddress: z.string().default('0.0.0.0'),
+};
+
+/** The families --enable-ipv4 and --enable-ipv6 turn on, IPv4 first. */
+export function enabledFamilies(options: { readonly enableIpv4: boolean; readonly enableIpv6: boolean }): IpFamily[] {
+  return [...(options.enableIpv4 ? (['ipv4'] as const) : []), ...(options.enableIpv6 ? (['ipv6'] as const) : [])];
 }

@@ -1,6 +1,6 @@
 import { createSyncController, messageOf, SyncFailures, SyncWarnings } from '@kube-router/controller';
 import type { Controller, PluginContext, ServiceFlow, ServicePath, SyncContext } from '@kube-router/controller';
-import { HealthCheckServers, inCidrs, parseCidrs, strictServiceAddressRanges } from '@kube-router/kube';
+import { enabledFamilies, HealthCheckServers, inCidrs, parseCidrs, strictServiceAddressRanges } from '@kube-router/kube';
 import type { ServiceProxySources } from '@kube-router/kube';
 import type { CommandRunner, IpvsServiceKey } from '@kube-router/netfilter';
 import { Dataplane } from './dataplane.js';
@@ -13,7 +13,6 @@ import type { IpvsApplied } from './ipvs-stage.js';
 import { ProxyMetrics } from './metrics.js';
 import { buildProxyModel } from './model.js';
 import type { DesiredVirtualServer, ModelOptions, ProxyModel } from './model.js';
-import { enabledFamilies } from './options.js';
 import type { ResolvedProxyIpvsOptions } from './options.js';
 
 import { VipStage } from './vip-stage.js';

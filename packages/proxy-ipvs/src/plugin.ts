@@ -1,12 +1,11 @@
 import { definePlugin, servicePathExplainerKey } from '@kube-router/controller';
 import type { ControllerPlugin } from '@kube-router/controller';
-import { KubeServices, serviceProxySources } from '@kube-router/kube';
+import { enabledFamilies, inCidrs, KubeServices, parseCidrs, serviceProxySources } from '@kube-router/kube';
 import { ExecRunner, iptablesBinary } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
 import { createProxyController, PROXY_CONTROLLER } from './controller.js';
 import { Dataplane } from './dataplane.js';
-import { inCidrs, parseCidrs } from '@kube-router/kube';
-import { enabledFamilies, proxyIpvsOptions } from './options.js';
+import { proxyIpvsOptions } from './options.js';
 import type { ResolvedProxyIpvsOptions } from './options.js';
 
 export interface ProxyIpvsPluginOverrides {

@@ -1,7 +1,7 @@
 import type { V1Node } from '@kubernetes/client-node';
 import { createSyncController, messageOf, SyncFailures, SyncWarnings } from '@kube-router/controller';
 import type { Controller, PluginContext, ServiceFlow, ServicePath, SyncContext } from '@kube-router/controller';
-import { HealthCheckServers, nodePodCidrs, parseCidr, strictServiceAddressRanges } from '@kube-router/kube';
+import { enabledFamilies, HealthCheckServers, nodePodCidrs, parseCidr, strictServiceAddressRanges } from '@kube-router/kube';
 import type { ServiceProxySources } from '@kube-router/kube';
 import { isNftRefusal, listConntrackEntries, Nft, nftTableLock } from '@kube-router/netfilter';
 import type { CommandRunner, IpFamily } from '@kube-router/netfilter';
@@ -11,7 +11,6 @@ import { ProxyNftablesMetrics } from './metrics.js';
 import { buildProxyModel, createModelCache } from './model.js';
 import type { ModelOptions, ProxyModel, ServicePortPlan } from './model.js';
 import { TABLES } from './names.js';
-import { enabledFamilies } from './options.js';
 import type { ResolvedProxyNftablesOptions } from './options.js';
 import { createRenderCache, renderTable } from './render.js';
 import type { Fragment, RenderOptions, TableState } from './render.js';

@@ -1,11 +1,11 @@
 import { definePlugin, servicePathExplainerKey } from '@kube-router/controller';
 import type { ControllerPlugin } from '@kube-router/controller';
-import { KubeServices, serviceProxySources } from '@kube-router/kube';
+import { enabledFamilies, KubeServices, serviceProxySources } from '@kube-router/kube';
 import { ExecRunner, Nft } from '@kube-router/netfilter';
 import type { CommandRunner } from '@kube-router/netfilter';
 import { createProxyNftablesController } from './controller.js';
 import { TABLES } from './names.js';
-import { enabledFamilies, proxyNftablesOptions } from './options.js';
+import { proxyNftablesOptions } from './options.js';
 import type { ResolvedProxyNftablesOptions } from './options.js';
 
 /** The plugin's name; its controller is `proxy`, like proxy-ipvs's, since an agent runs one proxy or the other. */

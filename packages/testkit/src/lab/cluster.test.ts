@@ -101,6 +101,16 @@ describe.skipIf(skipReason !== undefined)(`lab cluster: nodes joined by an under
     }
   });
 
+  it('gives every node a default route in both families via the host, as a node has its gateway', () => {
+    const [v4, v6] = cluster.underlay.hostIps;
+    for (const node of cluster.nodes) {
+      // A Service address is routed nowhere else: without these, connect() to it fails with ENETUNREACH.
+      expect(runInNetns(node.nodeNetns, 'ip', '-4', 'route', 'show', 'default')).toContain(`default via ${v4} dev eth0`);
+      expect(runInNetns(node.nodeNetns, 'ip', '-6', 'route', 'show', 'default')).toContain(`default via ${v6} dev eth0`);
+      expect(runInNetns(node.nodeNetns, 'ip', 'route', 'get', '10.96.0.1')).toContain(`via ${v4} dev eth0`);
+    }
+  });
+
   it('carries pod traffic between nodes only once the nodes have routes to each other’s pod CIDRs', async () => {
     const [node1, node2] = cluster.nodes;
     const a = node1!.pod('x/a');

@@ -76,7 +76,15 @@ export async function startLabCluster(options: LabClusterOptions): Promise<LabCl
         nodeName: spec.name,
         podCidrs: spec.podCidrs,
         nodeIps: underlay.nodeIps(index + 1),
-        uplink: { netns: underlay.netns, bridge: underlay.bridge, peerName: `node${index + 1}`, prefixLengths },
+        uplink: {
+          netns: underlay.netns,
+          bridge: underlay.bridge,
+          peerName: `node${index + 1}`,
+          prefixLengths,
+          // The host is every node's default gateway, as a router on a node subnet; it does not forward, so pods on
+          // other nodes are reached only over the routes the dataplane (BGP) installs.
+          gateways: underlay.hostIps,
+        },
         ...(spec.cniConfFile !== undefined && { cniConfFile: spec.cniConfFile }),
       }),
     ),

@@ -45,6 +45,12 @@ export interface LabNodeUplink {
   peerName: string;
   /** Prefix length of the node's addresses on the uplink, by family. */
   prefixLengths: Readonly<Record<IpFamily, number>>;
+  /**
+   * The node's default gateways on the underlay, at most one per family: a real node always has a default route,
+   * and traffic to a Service address (a ClusterIP, one without endpoints) must get past routing to reach the service
+   * proxy's DNAT and reject rules, not fail with ENETUNREACH.
+   */
+  gateways?: readonly string[];
 }
 
 export interface ContainerPort {
@@ -130,6 +136,7 @@ export class LabNode {
                 const family = ipFamily(address) === 4 ? 4 : 6;
                 return `addr add ${address}/${uplink.prefixLengths[family]} dev ${NODE_UPLINK_INTERFACE}${family === 6 ? ' nodad' : ''}`;
               }),
+              ...defaultRouteCommands(uplink.gateways ?? []),
             ]
           : nodeIps.map((address) => `addr add ${address}/${ipFamily(address) === 4 ? 32 : 128} dev lo`)),
         // Scope link keeps the gateway address from becoming the source of the node's own traffic to pods.
@@ -312,6 +319,18 @@ export class LabNode {
     const family = ipFamily(address);
     if (family !== undefined) this.allocators.get(family)?.release(address);
   }
+}
+
+/** `default via <gateway>` on the uplink, one per family; a gateway that is not an address is refused. */
+function defaultRouteCommands(gateways: readonly string[]): string[] {
+  const seen = new Set<IpFamily>();
+  return gateways.map((gateway) => {
+    const family = ipFamily(gateway);
+    if (family === undefined) throw new Error(`default gateway "${gateway}" is not an IP address`);
+    if (seen.has(family)) throw new Error(`more than one IPv${family} default gateway: ${gateways.join(', ')}`);
+    seen.add(family);
+    return `route add default via ${gateway} dev ${NODE_UPLINK_INTERFACE}`;
+  });
 }
 
 function podSideCommands(ips: readonly string[]): string[] {

@@ -1,0 +1,159 @@
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import type { Readable, Writable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+
+const script = fileURLToPath(new URL('./netns-client.mjs', import.meta.url));
+/** How long the helper may take to start, or to answer anything but a probe, on a loaded two-core machine. */
+const answerTimeoutMs = 15_000;
+
+export interface Outcome {
+  ok: boolean;
+  /** The first line the server answered: `<namespace>/<pod>` from a lab pod, `<identity> <client address>` from serve. */
+  reply?: string;
+  /** Why it failed: `timeout`, `ECONNREFUSED`, `connected, but no answer`, ... */
+  error?: string;
+  ms: number;
+}
+
+export interface ProbeRequest {
+  protocol: 'TCP' | 'UDP';
+  host: string;
+  port: number;
+  /** Connections (or datagrams) one after another; default 1. */
+  count?: number;
+  /** Per request; default 1500 ms. */
+  timeoutMs?: number;
+  /** UDP: send from this source port (conntrack.go's `nc -p`). */
+  localPort?: number;
+  /** TCP: a completed handshake is enough (a TLS server says nothing first). Default true. */
+  expectReply?: boolean;
+}
+
+/** The answers a UDP stream has had so far, in order. */
+export interface UdpStream {
+  readonly replies: { reply: string; at: number }[];
+  stop(): Promise<void>;
+}
+
+type Message = { id?: number; ready?: boolean; results?: Outcome[]; ok?: boolean; error?: string; event?: string; reply?: string; at?: number };
+
+/**
+ * A client (and, when asked, a server) inside one network namespace: one long-lived process there, so that probing
+ * every few hundred milliseconds starts no process per probe on a small machine.
+ */
+export class NetnsClient {
+  readonly #pending = new Map<number, { resolve: (message: Message) => void; reject: (error: Error) => void }>();
+  readonly #streams = new Map<number, { reply: string; at: number }[]>();
+  #nextId = 1;
+  #exited: string | undefined;
+  #stderr = '';
+  readonly #closed: Promise<void>;
+
+  private constructor(
+    readonly netns: string,
+    private readonly child: ChildProcessByStdio<Writable, Readable, Readable>,
+  ) {
+    this.#closed = new Promise((resolve) => child.once('close', () => resolve()));
+    child.once('close', (code, signal) => {
+      this.#exited = `the client in ${netns} exited (${code ?? signal})${this.#stderr ? `: ${this.#stderr.trim()}` : ''}`;
+      for (const entry of this.#pending.values()) entry.reject(new Error(this.#exited));
+      this.#pending.clear();
+    });
+    child.stdin.on('error', () => undefined);
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (this.#stderr = (this.#stderr + chunk).slice(-2000)));
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      let message: Message;
+      try {
+        message = JSON.parse(line) as Message;
+      } catch {
+        return;
+      }
+      if (message.event === 'reply' && message.id !== undefined) {
+        this.#streams.get(message.id)?.push({ reply: message.reply ?? '', at: message.at ?? Date.now() });
+        return;
+      }
+      const key = message.ready ? 0 : message.id;
+      if (key === undefined) return;
+      const entry = this.#pending.get(key);
+      this.#pending.delete(key);
+      entry?.resolve(message);
+    });
+  }
+
+  /** Starts the helper in `netns` and resolves once it is ready. */
+  static async start(netns: string): Promise<NetnsClient> {
+    // The namespace's name on the command line makes the process recognisable in `ps` as this run's.
+    const child = spawn('ip', ['netns', 'exec', netns, process.execPath, script, netns], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const client = new NetnsClient(netns, child);
+    try {
+      await client.#ask(0, undefined);
+    } catch (error) {
+      await client.close();
+      throw error;
+    }
+    return client;
+  }
+
+  /** `count` requests one after another; each outcome in order. */
+  async probe(request: ProbeRequest): Promise<Outcome[]> {
+    const timeoutMs = request.timeoutMs ?? 1_500;
+    const count = request.count ?? 1;
+    // Each request may use its timeout plus the answer's grace; the helper itself must answer after that.
+    const answer = await this.#request({ op: 'probe', ...request, timeoutMs, count }, count * (timeoutMs + 2_500) + answerTimeoutMs);
+    return answer.results ?? [];
+  }
+
+  /** A listener on `port` of both families answering `<identity> <client address>`. */
+  async serve(protocol: 'TCP' | 'UDP', port: number, identity: string): Promise<void> {
+    await this.#request({ op: 'serve', protocol, port, identity }, answerTimeoutMs);
+  }
+
+  /** Sends a datagram from `localPort` to host:port every `intervalMs` until stopped; collects every answer. */
+  async udpStream(host: string, port: number, localPort: number, intervalMs: number): Promise<UdpStream> {
+    const id = this.#nextId++;
+    const replies: { reply: string; at: number }[] = [];
+    this.#streams.set(id, replies);
+    await this.#ask(id, { id, op: 'stream', host, port, localPort, intervalMs }, answerTimeoutMs);
+    return {
+      replies,
+      stop: async () => {
+        if (this.#exited === undefined) await this.#request({ op: 'stop', target: id }, answerTimeoutMs);
+        this.#streams.delete(id);
+      },
+    };
+  }
+
+  /** Ends the helper (its listeners and streams with it) and waits for it. */
+  async close(): Promise<void> {
+    if (this.#exited !== undefined) return;
+    this.child.stdin.end();
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), 3_000);
+    await this.#closed;
+    clearTimeout(timer);
+  }
+
+  #request(body: Record<string, unknown>, timeoutMs: number): Promise<Message> {
+    const id = this.#nextId++;
+    return this.#ask(id, { id, ...body }, timeoutMs);
+  }
+
+  #ask(id: number, body: Record<string, unknown> | undefined, timeoutMs = answerTimeoutMs): Promise<Message> {
+    if (this.#exited !== undefined) return Promise.reject(new Error(this.#exited));
+    return new Promise<Message>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(id);
+        reject(new Error(`the client in ${this.netns} did not answer ${body ? JSON.stringify(body) : 'ready'} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.#pending.set(id, {
+        resolve: (message) => {
+          clearTimeout(timer);
+          if (message.error !== undefined) reject(new Error(`the client in ${this.netns}: ${message.error}`));
+          else resolve(message);
+        },
+        reject: (error) => (clearTimeout(timer), reject(error)),
+      });
+      if (body !== undefined) this.child.stdin.write(`${JSON.stringify(body)}\n`);
+    });
+  }
+}
