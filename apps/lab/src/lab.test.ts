@@ -324,7 +324,7 @@ spec: { type: LoadBalancer, ports: [{ port: 443, protocol: TCP }] }
     }
   }, 240_000);
 
-  it.skipIf(!serviceProxy)('serves a ClusterIP to a pod, and kube-router explain names the endpoint the connection went to', async () => {
+  it.skipIf(!serviceProxy)(`serves a ClusterIP to a pod, and kube-router explain names the endpoint the connection went to${serviceProxy ? '' : ' (skipped: this build has no service proxy)'}`, async () => {
     const items = await pods();
     const pod = (name: string) => items.find((p) => p.metadata.name === name)!;
     const client = pod('client').metadata.annotations['lab.kube-router.io/netns']!;

@@ -334,7 +334,7 @@ describe('EndpointSlice controller of the embedded API server', () => {
     }
   });
 
-  it.skipIf(!hasKubectl)('shows its slices to `kubectl get endpointslices -A`', async () => {
+  it.skipIf(!hasKubectl)(`shows its slices to \`kubectl get endpointslices -A\`${hasKubectl ? '' : ' (skipped: kubectl is not installed)'}`, async () => {
     const ns = namespace();
     createPod(ns, 'web-1', { ips: ['10.244.9.11'] });
     createService(ns, 'web', { selector: { app: 'web' }, ports: [{ port: 80 }] });
