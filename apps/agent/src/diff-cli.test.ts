@@ -33,7 +33,7 @@ describe('kube-router diff: flags', () => {
       code: 0,
       stdout: '',
       stderr:
-        'kube-router diff: firewall disabled, nothing previewed; BGP paths are not previewed; not previewed either: IPVS services (--run-service-proxy), routes (--run-router)\n',
+        'kube-router diff: firewall disabled, nothing previewed; BGP paths are not previewed; not previewed either: Service proxy rules (--run-service-proxy: IPVS services, or the nftables proxy tables), routes (--run-router)\n',
     });
   });
 });

@@ -22,7 +22,7 @@ export const DIFF_EXIT = { same: 0, different: 1, trouble: 2 } as const;
 
 /** What the features this command does not preview are called in its first line. */
 const NOT_PREVIEWED: Readonly<Record<string, string>> = {
-  'service-proxy': 'IPVS services (--run-service-proxy)',
+  'service-proxy': 'Service proxy rules (--run-service-proxy: IPVS services, or the nftables proxy tables)',
   router: 'routes (--run-router)',
   loadbalancer: 'LoadBalancer IPs (--run-loadbalancer)',
 };
