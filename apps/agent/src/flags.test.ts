@@ -387,6 +387,15 @@ describe('plugin catalog', () => {
     const [nftables] = proxyOf(['--use-nftables-for-service-proxy', '--enable-ipv6', '--hairpin-mode', '--ipvs-sync-period=1m']);
     expect(nftables?.plugin).toBe(proxyNftablesPlugin);
     expect(nftables?.options).toMatchObject({ enableIpv4: true, enableIpv6: true, syncPeriodMs: 60_000 });
+    const [strict] = proxyOf(['--use-nftables-for-service-proxy', '--masquerade-all', '--loadbalancer-ip-range=10.255.0.0/24', '--service-external-ip-range=198.51.100.0/24']);
+    // What each does to the tables is in proxy-nftables' render and model tests; the lab's LoadBalancer address answers
+    // only because --loadbalancer-ip-range admits it under strict validation (lab.test.ts).
+    expect(strict?.options).toMatchObject({
+      masqueradeAll: true,
+      strictExternalIpValidation: true,
+      loadBalancerIpRanges: ['10.255.0.0/24'],
+      serviceExternalIpRanges: ['198.51.100.0/24'],
+    });
     // The nftables proxy hairpins every Service (no option), and has no graceful termination.
     expect(nftables?.options).not.toHaveProperty('hairpinMode');
     expect(nftables?.options).not.toHaveProperty('gracefulTermination');

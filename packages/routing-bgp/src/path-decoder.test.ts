@@ -55,7 +55,7 @@ const otherAttributes: AnyMessage[] = [
   { '@type': anyType('MultiExitDiscAttribute'), med: 5 },
 ];
 
-describe.skipIf(!protosInstalled)('path decoder (against proto-loader on the installed gobgp protos)', () => {
+describe.skipIf(!protosInstalled)(`path decoder (against proto-loader on the installed gobgp protos)${protosInstalled ? '' : ' (skipped: golang-github-osrg-gobgp-dev is not installed)'}`, () => {
   const { watch, list } = protosInstalled ? reference() : ({} as ReturnType<typeof reference>);
 
   it('reads IPv4 and IPv6 paths, withdrawals and local paths of a watch event as proto-loader does', () => {
