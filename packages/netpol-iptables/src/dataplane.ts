@@ -79,7 +79,7 @@ export function createIptablesDataplane(ctx: PluginContext, options: ResolvedNet
       // restore is still running when the save returns; its write is recorded by then.)
       const before = applier.chainWrites();
       const counters = [];
-      for (const [family, reader] of counterReaders) counters.push(...verdictCountersOfSave(await reader.save('filter', { counters: true }), family));
+      for (const [family, reader] of counterReaders) counters.push(...(await verdictCountersOfSave(await reader.save('filter', { counters: true }), family)));
       const after = applier.chainWrites();
       return counters.flatMap((counter) => {
         const key = `${counter.family}/${counter.chain}`;

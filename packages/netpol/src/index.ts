@@ -1,6 +1,9 @@
 export { PolicyCompiler, compileNetworkPolicies } from './compiler.js';
 export type { CompileChanges, CompileInput, CompileStats, CompilerOptions } from './compiler.js';
 export type { ObjectChanges } from './cluster-index.js';
+// The backends read their kernels' counters in slices too.
+export { runInSlices } from './steps.js';
+export type { Steps } from './steps.js';
 export { IP_FAMILIES } from './model.js';
 export type {
   CompiledDirection,
