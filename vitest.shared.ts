@@ -2,6 +2,7 @@
 // `vitest run --config ../../vitest.shared.ts` from its own directory.
 import { basename } from 'node:path';
 import { defineConfig } from 'vitest/config';
+import { SuiteErrorsReporter } from './scripts/suite-errors-reporter.js';
 
 const sourceCondition = '@kube-router/source';
 // .ci/run sets VITEST_REPORT_DIR so that it can add up the results of every package.
@@ -16,6 +17,8 @@ export default defineConfig({
     environment: 'node',
     testTimeout: 30_000,
     hookTimeout: 60_000,
-    reporters: reportDir ? ['default', ['json', { outputFile: `${reportDir}/${project}.json` }]] : ['default'],
+    reporters: reportDir
+      ? ['default', ['json', { outputFile: `${reportDir}/${project}.json` }], new SuiteErrorsReporter(`${reportDir}/${project}.errors.json`)]
+      : ['default'],
   },
 });

@@ -1,6 +1,6 @@
 // Adds up the vitest JSON reports of every package (written when VITEST_REPORT_DIR is set) and prints the plain
 // `N passed, N failed, N skipped` line that CI reads. Failed lint/typecheck tasks count as failures too.
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const [dir, nxExitCode = '0'] = process.argv.slice(2);
@@ -10,8 +10,11 @@ let skipped = 0;
 let files = 0;
 // CI shows only the tail of its log, so the names of what failed are printed just above the summary line.
 const failures = [];
-for (const name of readdirSync(dir).filter((f) => f.endsWith('.json'))) {
+for (const name of readdirSync(dir).filter((f) => f.endsWith('.json') && !f.endsWith('.errors.json'))) {
   const report = JSON.parse(readFileSync(join(dir, name), 'utf8'));
+  // Errors outside the tests (a failing beforeAll), which the JSON report has no message for: SuiteErrorsReporter's.
+  const errorsFile = join(dir, name.replace(/\.json$/, '.errors.json'));
+  const suiteErrors = new Map(existsSync(errorsFile) ? JSON.parse(readFileSync(errorsFile, 'utf8')).map((entry) => [entry.file, entry.errors]) : []);
   files++;
   passed += report.numPassedTests;
   failed += report.numFailedTests;
@@ -21,7 +24,7 @@ for (const name of readdirSync(dir).filter((f) => f.endsWith('.json'))) {
       failures.push(`FAILED ${where} > ${test.fullName}\n  ${firstLine(test.failureMessages)}`);
     }
     if (file.status === 'failed' && file.assertionResults.every((a) => a.status !== 'failed')) {
-      failures.push(`FAILED ${where} did not load\n  ${firstLine([file.message ?? ''])}`);
+      failures.push(`FAILED ${where} did not load or a hook failed\n  ${firstLine([file.message ?? '', ...(suiteErrors.get(file.name) ?? [])])}`);
     }
   }
   skipped += report.numPendingTests + (report.numTodoTests ?? 0);
