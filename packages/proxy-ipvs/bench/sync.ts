@@ -1,7 +1,8 @@
 // The proxy at scale on a real IPVS kernel (the host's when it has IPVS, else the QEMU guest):
 //   npm run bench -w @kube-router/proxy-ipvs            (BENCH_SERVICES, BENCH_ENDPOINTS override the 10,000 x 10)
 // Prints the full sync time and its ratio to a bare `ipvsadm -R` of the same state, the IPVS operations and time of
-// one endpoint change, the unchanged sync time and the agent process's peak RSS. Times are measured in one run.
+// one endpoint change (at 100 Services and at the full size: the ratio says whether it grows with the cluster), the
+// unchanged sync time and the agent process's peak RSS. Times are measured in one run.
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { ServiceRegistry } from '@kube-router/controller';
 import { HealthRegistry } from '@kube-router/healthcheck';
@@ -15,6 +16,9 @@ import type { ProxySources } from '../src/controller.js';
 import { proxyIpvsOptions } from '../src/options.js';
 
 const SERVICES = Number(process.env.BENCH_SERVICES ?? 10_000);
+/** The small cluster one endpoint change at SERVICES is compared with. */
+const SMALL = Math.min(100, SERVICES);
+const CHANGE_ROUNDS = 7;
 const ENDPOINTS = Number(process.env.BENCH_ENDPOINTS ?? 10);
 const NODE = 'bench-node';
 
@@ -40,8 +44,10 @@ function sliceOf(name: string, ips: string[]): V1EndpointSlice {
   };
 }
 const node: V1Node = { metadata: { name: NODE }, status: { addresses: [{ type: 'InternalIP', address: '192.168.99.1' }] } };
+/** How many of the Services the cluster has now: the small one first, then all. */
+let active = SERVICES;
 const sources: ProxySources = {
-  services: () => services,
+  services: () => services.slice(0, active),
   slicesFor: (namespace, name) => slices.get(`${namespace}/${name}`) ?? [],
   node: () => node,
   hasSynced: () => true,
@@ -72,17 +78,49 @@ try {
   console.log(`bare ipvsadm -R of ${lines.length} lines: ${bare.durationMs} ms; ipvsadm -Sn of it: ${bareSave.durationMs} ms`);
 
   const logger = pino({ level: 'silent' });
-  const metrics = new AgentMetrics({ collectDefaultMetrics: false });
-  const ctx = { nodeName: NODE, logger, metrics, health: new HealthRegistry({ defaultGraceMs: 600_000 }), services: new ServiceRegistry() };
-  const controller = createProxyController(ctx, { sources, runner: kernel.runner }, proxyIpvsOptions.parse({ enableIpv6: false, commandTimeoutMs: 900_000, syncTimeoutMs: 0, syncPeriodMs: 3_600_000, ...(netns && { netns }) }));
-  await controller.start({ requestSync: () => undefined, signal: new AbortController().signal });
-
+  const startController = async () => {
+    const metrics = new AgentMetrics({ collectDefaultMetrics: false });
+    const ctx = { nodeName: NODE, logger, metrics, health: new HealthRegistry({ defaultGraceMs: 600_000 }), services: new ServiceRegistry() };
+    const started = createProxyController(ctx, { sources, runner: kernel.runner }, proxyIpvsOptions.parse({ enableIpv6: false, commandTimeoutMs: 900_000, syncTimeoutMs: 0, syncPeriodMs: 3_600_000, ...(netns && { netns }) }));
+    await started.start({ requestSync: () => undefined, signal: new AbortController().signal });
+    return started;
+  };
+  let controller = await startController();
   const timed = async (reason: string) => {
     const started = performance.now();
     const outcome = await controller.runObservedSync(reason);
     if (!outcome.ok) throw outcome.error;
     return { wallMs: Math.round(performance.now() - started), report: controller.lastSync() };
   };
+  /** The median event sync of one endpoint of the middle Service replaced, and put back, round after round. */
+  const endpointChange = async (size: number) => {
+    const target = Math.floor(size / 2);
+    const original = Array.from({ length: ENDPOINTS }, (_, j) => endpointIp(target, j));
+    const times: number[] = [];
+    let operations = 0;
+    for (let round = 0; round < CHANGE_ROUNDS; round++) {
+      slices.set(`bench/svc-${target}`, [sliceOf(`svc-${target}`, round % 2 === 0 ? [...original.slice(1), '10.250.0.2'] : original)]);
+      const change = await timed('cluster changed');
+      if (change.report?.ipvsStateFrom !== 'model') throw new Error(`the event sync read IPVS (${change.report?.ipvsStateFrom})`);
+      times.push(change.wallMs);
+      operations = change.report?.ipvsOperations ?? 0;
+    }
+    slices.set(`bench/svc-${target}`, [sliceOf(`svc-${target}`, original)]);
+    await timed('cluster changed');
+    const sorted = [...times].sort((a, b) => a - b);
+    return { medianMs: sorted[Math.floor(sorted.length / 2)]!, operations };
+  };
+
+  // The small cluster first, in the same kernel and process.
+  active = SMALL;
+  await timed('initial');
+  const small = await endpointChange(SMALL);
+  console.log(`one endpoint replaced at ${SMALL} Services: event sync ${small.medianMs} ms (median of ${CHANGE_ROUNDS}), ${small.operations} IPVS operations`);
+  await controller.stop();
+  await run(['-C']);
+  active = SERVICES;
+  controller = await startController();
+
   const full = await timed('initial');
   console.log(`full sync (${SERVICES} Services x ${ENDPOINTS} endpoints, VIPs, ipsets, chains): ${full.wallMs} ms; IPVS restore ${full.report?.ipvsRestoreMs} ms, ${full.report?.ipvsOperations} operations`);
   console.log(`  ratio full sync / bare ipvsadm -R: ${(full.wallMs / bare.durationMs).toFixed(2)}; IPVS restore / bare: ${((full.report?.ipvsRestoreMs ?? 0) / bare.durationMs).toFixed(2)}`);
@@ -96,9 +134,12 @@ try {
   const change = await timed('cluster changed');
   const applied = (await run(['-Sn'])).stdout.includes(`-a -t ${clusterIp(target)}:80 -r 10.250.0.1:8080 -m -w 1`);
   console.log(`one endpoint replaced: ${change.report?.ipvsOperations} IPVS operations (an add and a delete), sync ${change.wallMs} ms, applied: ${applied}`);
+  if (!applied) throw new Error('the endpoint change did not reach IPVS');
   slices.set(`bench/svc-${target}`, [sliceOf(`svc-${target}`, [...Array.from({ length: ENDPOINTS }, (_, j) => endpointIp(target, j)), '10.250.0.1'])]);
   const added = await timed('cluster changed');
   console.log(`one endpoint added: ${added.report?.ipvsOperations} IPVS operation(s), sync ${added.wallMs} ms`);
+  const large = await endpointChange(SERVICES);
+  console.log(`one endpoint replaced at ${SERVICES} Services: event sync ${large.medianMs} ms (median of ${CHANGE_ROUNDS}); ${(large.medianMs / small.medianMs).toFixed(2)}x the same at ${SMALL}`);
   console.log(`peak RSS of the agent process: ${Math.round(process.resourceUsage().maxRSS / 1024)} MiB`);
   reportBench({
     plugin: 'proxy-ipvs',
@@ -108,6 +149,9 @@ try {
       { name: 'full sync', value: full.wallMs, unit: 'ms', better: 'lower' },
       { name: 'unchanged sync', value: unchanged.wallMs, unit: 'ms', better: 'lower' },
       { name: 'one endpoint replaced, IPVS operations', value: change.report?.ipvsOperations ?? Number.NaN, unit: 'operations', better: 'lower' },
+      { name: `one endpoint change at ${SMALL} Services`, value: small.medianMs, unit: 'ms', better: 'lower' },
+      { name: `one endpoint change at ${SERVICES} Services`, value: large.medianMs, unit: 'ms', better: 'lower' },
+      { name: `one endpoint change, ${SERVICES} / ${SMALL} Services`, value: large.medianMs / small.medianMs, unit: 'x', better: 'lower' },
       { name: 'peak RSS', value: process.resourceUsage().maxRSS / 1024, unit: 'MiB', better: 'lower' },
     ],
   });

@@ -189,3 +189,65 @@ describe('proxy controller with bad Services beside good ones', () => {
     expect(rules).toContain('-I INPUT 1 -m comment --comment "handle traffic to IPVS service IPs in custom chain" -m set --match-set kube-router-svip dst -j KUBE-ROUTER-SERVICES');
   });
 });
+
+describe('proxy controller: where a sync takes the IPVS state from', () => {
+  const ipvsSaves = (runner: RecordingRunner) => runner.invocations.filter((invocation) => invocation.command === 'ipvsadm' && invocation.args.includes('-S')).length;
+  /** ipvsadm -Sn answers what the restores so far added (services and real servers), as the kernel would. */
+  function ipvsKernel(refuse?: (line: string) => boolean): RecordingRunner {
+    const lines: string[] = [];
+    return fakeNode()
+      .on((spec) => spec.command === 'ipvsadm' && (spec.args ?? []).includes('-S'), () => ({ stdout: lines.join('\n') + (lines.length ? '\n' : '') }))
+      .on((spec) => spec.command === 'ipvsadm' && (spec.args ?? []).includes('-R'), (spec) => {
+        const input = (spec.input ?? '').split('\n').filter((line) => line !== '');
+        const refused = input.filter((line) => refuse?.(line));
+        for (const line of input) {
+          if (refused.includes(line)) continue;
+          if (line.startsWith('-A ') || line.startsWith('-a ')) lines.push(line);
+          if (line.startsWith('-d ')) {
+            const [, , service, , destination] = line.split(' ');
+            const index = lines.findIndex((kept) => kept.startsWith(`-a -t ${service} -r ${destination} `));
+            if (index >= 0) lines.splice(index, 1);
+          }
+        }
+        return refused.length ? { stderr: 'Memory allocation problem' } : {};
+      });
+  }
+  const slice = (addresses: string[]): V1EndpointSlice => ({
+    ...webSlice,
+    endpoints: addresses.map((address) => ({ addresses: [address], conditions: { ready: true }, nodeName: 'n1' })),
+  });
+
+  it('reads IPVS in a full sync, plans an event sync from what the last clean apply left, and reads again after a refusal', async () => {
+    let refuseNext = false;
+    const runner = ipvsKernel((line) => refuseNext && line.includes('10.244.0.9'));
+    const objects = { services: [svc('web', { clusterIP: '10.96.0.2' })], slices: [slice(['10.244.0.2'])], node };
+    const proxy = controllerHarness(runner, objects, { enableIpv6: false });
+
+    expect(await proxy.sync('initial')).toEqual([]);
+    expect(ipvsSaves(runner)).toBe(1);
+    expect(proxy.controller.lastSync()).toMatchObject({ ipvsStateFrom: 'kernel' });
+
+    // An endpoint change: planned from the record, one add and one delete, no listing of IPVS.
+    objects.slices = [slice(['10.244.0.3'])];
+    expect(await proxy.sync('endpointslice changed')).toEqual([]);
+    expect(ipvsSaves(runner)).toBe(1);
+    expect(proxy.controller.lastSync()).toMatchObject({ ipvsStateFrom: 'model', ipvsOperations: 2 });
+    expect(ipvsInput(runner)).toContain('-a -t 10.96.0.2:80 -r 10.244.0.3:8080 -m -w 1\n-d -t 10.96.0.2:80 -r 10.244.0.2:8080');
+
+    // Refused lines: the sync reads the kernel to learn what applied, and the next event sync reads it again.
+    refuseNext = true;
+    objects.slices = [slice(['10.244.0.3', '10.244.0.9'])];
+    expect(await proxy.sync('endpointslice changed')).toEqual(['service/ns/web']);
+    const afterRefusal = ipvsSaves(runner);
+    expect(afterRefusal).toBe(2);
+    refuseNext = false;
+    expect(await proxy.sync('endpointslice changed')).toEqual([]);
+    expect(ipvsSaves(runner)).toBe(afterRefusal + 1);
+    expect(proxy.controller.lastSync()).toMatchObject({ ipvsStateFrom: 'kernel', ipvsOperations: 1 });
+
+    // The periodic sync always reads, whatever the record says.
+    expect(await proxy.sync('periodic')).toEqual([]);
+    expect(ipvsSaves(runner)).toBe(afterRefusal + 2);
+    expect(proxy.controller.lastSync()).toMatchObject({ ipvsStateFrom: 'kernel', ipvsOperations: 0 });
+  });
+});

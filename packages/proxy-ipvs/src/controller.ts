@@ -34,6 +34,8 @@ export interface ProxySyncReport {
   readonly virtualServers: number;
   /** ipvsadm operations issued (restore lines), retries of refused services included. */
   readonly ipvsOperations: number;
+  /** `kernel` when the sync read IPVS (`ipvsadm -Sn`: full syncs), `model` when it planned from its last clean apply. */
+  readonly ipvsStateFrom: 'kernel' | 'model' | undefined;
   readonly ipvsSaveMs: number;
   readonly ipvsRestoreMs: number;
   readonly totalMs: number;
@@ -176,7 +178,7 @@ class ProxySync {
     signal.throwIfAborted();
 
     const model = this.#model(failures);
-    const ipvs = await failures.attempt('ipvs', () => this.#ipvs.apply(model, failures, this.#warnings));
+    const ipvs = await failures.attempt('ipvs', () => this.#ipvs.apply(model, failures, this.#warnings, { full }));
     if (ipvs) {
       driftRepaired('ipvs_service', ipvs.drift.services);
       driftRepaired('ipvs_destination', ipvs.drift.destinations);
@@ -224,6 +226,7 @@ class ProxySync {
       reason,
       virtualServers: model.virtualServers.size,
       ipvsOperations: ipvs?.operations ?? 0,
+      ipvsStateFrom: ipvs?.stateFrom,
       ipvsSaveMs: Math.round(ipvs?.saveMs ?? 0),
       ipvsRestoreMs: Math.round(ipvs?.restoreMs ?? 0),
       totalMs: Math.round(totalMs),

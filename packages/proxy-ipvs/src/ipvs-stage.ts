@@ -10,6 +10,8 @@ import type { SyncWarnings } from '@kube-router/controller';
 export interface IpvsApplied {
   /** ipvsadm operations issued (restore lines), retries of refused services included. */
   readonly operations: number;
+  /** Where the sync took the kernel's state from: `ipvsadm -Sn`, or the plugin's record of what it last applied. */
+  readonly stateFrom: 'kernel' | 'model';
   readonly saveMs: number;
   readonly restoreMs: number;
   /** IPVS services in the kernel after the sync. */
@@ -36,9 +38,11 @@ export interface IpvsStageOptions {
 const CONNTRACK_CONCURRENCY = 4;
 
 /**
- * The IPVS virtual and real servers: one read of the kernel's state, the plan of the fewest operations, one restore
- * batch; lines the kernel refused are retried per Service to fail that Service alone. Real servers under graceful
- * termination drain from one sync to the next.
+ * The IPVS virtual and real servers: the kernel's state, the plan of the fewest operations, one restore batch; lines
+ * the kernel refused are retried per Service to fail that Service alone. Real servers under graceful termination drain
+ * from one sync to the next. A full sync reads the state with `ipvsadm -Sn` and repairs drift; an event sync after a
+ * clean apply plans from what that apply left instead, so that one endpoint change costs the same at 10,000 Services
+ * as at 100 (listing every service was most of its cost). What the kernel refuses then sends it back to the real state.
  */
 export class IpvsStage {
   readonly #ipvs: Ipvsadm;
@@ -46,6 +50,11 @@ export class IpvsStage {
   #draining: ReadonlyMap<string, DrainingDestination> = new Map();
   /** The services and real servers (drainKey) the last sync left in the kernel as wanted; empty until one applied cleanly. */
   #inPlace: IpvsObjects = { services: new Set(), destinations: new Set() };
+  /**
+   * Our virtual servers as the last clean apply left them in the kernel, and how many services the kernel held then;
+   * undefined until a full sync applied cleanly, and after any refusal.
+   */
+  #applied: { readonly servers: readonly IpvsVirtualServer[]; readonly kernelServices: number } | undefined;
   /** Stale flows whose deletion failed, by staleFlowsKey: tried again at the next sync. */
   #staleFlowsPending = new Map<string, StaleFlows>();
 
@@ -59,13 +68,16 @@ export class IpvsStage {
     return this.#draining.size;
   }
 
-  async apply(model: ProxyModel, failures: SyncFailures, warnings: SyncWarnings): Promise<IpvsApplied> {
+  async apply(model: ProxyModel, failures: SyncFailures, warnings: SyncWarnings, { full }: { readonly full: boolean }): Promise<IpvsApplied> {
+    // Draining real servers are weighed by their connections, read from the kernel anyway: then the kernel's state too.
+    const applied = !full && this.#draining.size === 0 ? this.#applied : undefined;
     const saveStarted = performance.now();
-    const current = await this.#ipvs.save();
-    const saveMs = performance.now() - saveStarted;
+    const current = applied?.servers ?? (await this.#ipvs.save());
+    const saveMs = applied ? 0 : performance.now() - saveStarted;
     // The model's services and real servers, once a sync: what drift is looked for against, and what stays in place.
     const wanted = wantedObjects(model);
-    const drift = this.#driftIn(current, wanted);
+    // Drift is what a read of the kernel finds: the record of the last apply has none.
+    const drift = applied ? { services: [], destinations: [] } : this.#driftIn(current, wanted);
     const planOf = await this.#planner(model);
     const plan = planOf(current);
     const restored = await this.#ipvs.restore([...plan.deletions, ...[...plan.byService.values()].flat()]);
@@ -82,8 +94,10 @@ export class IpvsStage {
     const inKernel = new Set(current.map((server) => ipvsServiceId(server.service)));
     let added = 0;
     for (const id of model.virtualServers.keys()) if (!inKernel.has(id)) added++;
+    const virtualServers = (applied?.kernelServices ?? current.length) - plan.deletions.length + added;
+    this.#applied = restored.stderr ? undefined : { servers: [...model.virtualServers.values()], kernelServices: virtualServers };
     const conntrackDeleted = await this.#deleteStaleFlows(plan.staleFlows, failures);
-    return { operations, saveMs, restoreMs, virtualServers: current.length - plan.deletions.length + added, drift, conntrackDeleted };
+    return { operations, stateFrom: applied ? 'model' : 'kernel', saveMs, restoreMs, virtualServers, drift, conntrackDeleted };
   }
 
   /**

@@ -191,20 +191,27 @@ describe.skipIf(unavailable !== undefined)(`proxy on a real IPVS kernel${unavail
     await syncWhen(() => (slice('spread')?.endpoints?.length ?? 0) === 2);
   });
 
-  it('puts back an IPVS service and a real server deleted by hand, and counts them as drift', async () => {
+  it('puts back an IPVS service and a real server deleted by hand at the next periodic sync, and counts them as drift', async () => {
     expect((await sync()).ok).toBe(true);
     const before = { services: await drift('ipvs_service'), destinations: await drift('ipvs_destination') };
     const inNetns = world.netns ? { netns: world.netns } : {};
     await kernel.runner.run({ command: 'ipvsadm', args: ['-D', '-t', '10.96.0.11:80'], ...inNetns });
     await kernel.runner.run({ command: 'ipvsadm', args: ['-d', '-t', '10.96.0.10:80', '-r', `${a.ip}:8080`], ...inNetns });
+    // An event sync plans from what the last apply left (no listing of every service): it does not see the drift.
     expect((await sync()).ok).toBe(true);
+    expect(proxy.controller.lastSync()).toMatchObject({ ipvsStateFrom: 'model', ipvsOperations: 0 });
+    expect((await ipvs()).some((s) => s.service.address === '10.96.0.11')).toBe(false);
+    // The periodic sync reads IPVS back and repairs it.
+    expect((await proxy.controller.runObservedSync('periodic')).ok).toBe(true);
+    expect(proxy.controller.lastSync()).toMatchObject({ ipvsStateFrom: 'kernel' });
     expect((await ipvs()).some((s) => s.service.address === '10.96.0.11')).toBe(true);
     expect((await ipvs()).find((s) => s.service.address === '10.96.0.10')?.destinations.map((d) => d.address).sort()).toEqual([a.ip, b.ip].sort());
     expect(await drift('ipvs_service')).toBe(before.services + 1);
     expect(await drift('ipvs_destination')).toBe(before.destinations + 1);
     // Nothing else changed behind the agent: the next sync counts nothing.
-    expect((await sync()).ok).toBe(true);
+    expect((await proxy.controller.runObservedSync('periodic')).ok).toBe(true);
     expect(await drift('ipvs_service')).toBe(before.services + 1);
+    expect(await drift('ipvs_destination')).toBe(before.destinations + 1);
   });
 
   it('puts back its masquerade chain flushed and an ipset emptied by hand at the next periodic sync, counting each once', async () => {
