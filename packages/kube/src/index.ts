@@ -69,8 +69,9 @@ export {
   serviceProxyOptionFields,
   serviceProxySources,
   serviceSkipReason,
+  cachedServiceOutcome,
 } from './service-proxy.js';
-export type { ServiceProxySources } from './service-proxy.js';
+export type { ServiceOutcomeCache, ServiceProxySources } from './service-proxy.js';
 export type { HealthCheckPort } from './service-health-checks.js';
 export type {
   EndpointCategories,

@@ -105,3 +105,30 @@ export const serviceProxyOptionFields = {
 export function enabledFamilies(options: { readonly enableIpv4: boolean; readonly enableIpv6: boolean }): IpFamily[] {
   return [...(options.enableIpv4 ? (['ipv4'] as const) : []), ...(options.enableIpv6 ? (['ipv6'] as const) : [])];
 }
+
+/**
+ * Per Service, what a proxy last computed from it, with the slices and the node context it was computed from. Keyed by
+ * the informer's object: an update is a new object, so an entry is reused only while nothing it was made of changed.
+ */
+export type ServiceOutcomeCache<T> = WeakMap<V1Service, { readonly contextKey: string; readonly slices: readonly V1EndpointSlice[]; readonly outcome: T }>;
+
+/**
+ * What `compute` made of this Service last time, when the Service, its slices (the same objects, in the same order)
+ * and `contextKey` (what else the outcome depends on: options, the node) are unchanged; otherwise computes and keeps
+ * it. So a proxy's event sync costs what its change costs, not what the cluster holds. Without a cache, computes.
+ */
+export function cachedServiceOutcome<T>(
+  cache: ServiceOutcomeCache<T> | undefined,
+  svc: V1Service,
+  slices: readonly V1EndpointSlice[],
+  contextKey: string,
+  compute: (slices: readonly V1EndpointSlice[]) => T,
+): T {
+  const cached = cache?.get(svc);
+  if (cached && cached.contextKey === contextKey && cached.slices.length === slices.length && cached.slices.every((slice, index) => slice === slices[index])) {
+    return cached.outcome;
+  }
+  const outcome = compute(slices);
+  cache?.set(svc, { contextKey, slices, outcome });
+  return outcome;
+}

@@ -1,3 +1,4 @@
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { createSyncController, messageOf, SyncFailures, SyncWarnings } from '@kube-router/controller';
 import type { Controller, PluginContext, ServiceFlow, ServicePath, SyncContext } from '@kube-router/controller';
 import { enabledFamilies, HealthCheckServers, inCidrs, parseCidrs, strictServiceAddressRanges } from '@kube-router/kube';
@@ -12,12 +13,14 @@ import { IpvsStage } from './ipvs-stage.js';
 import type { IpvsApplied } from './ipvs-stage.js';
 import { ProxyMetrics } from './metrics.js';
 import { buildProxyModel } from './model.js';
-import type { DesiredVirtualServer, ModelOptions, ProxyModel } from './model.js';
+import type { DesiredVirtualServer, ModelOptions, ProxyModel, ProxyModelCache } from './model.js';
 import type { ResolvedProxyIpvsOptions } from './options.js';
 
 import { VipStage } from './vip-stage.js';
 
 export const PROXY_CONTROLLER = 'proxy';
+/** Services whose model is computed between two turns of the event loop in a sync that computes many. */
+const WARM_SLICE = 500;
 
 /** Where the controller reads the cluster from: the agent's informers, or anything shaped like them. */
 /** What the proxy reads of the cluster (kube's informers in the agent; a fake in unit tests). */
@@ -98,6 +101,7 @@ class ProxySync {
   readonly #ctx: PluginContext;
   readonly #sources: ProxySources;
   readonly #modelOptions: ModelOptions;
+  readonly #modelCache: ProxyModelCache = new WeakMap();
   readonly #gracefulPeriodMs: number;
   readonly #host: HostStage;
   readonly #vips: VipStage;
@@ -177,7 +181,7 @@ class ProxySync {
     progress();
     signal.throwIfAborted();
 
-    const model = this.#model(failures);
+    const model = await this.#model(failures, progress);
     const ipvs = await failures.attempt('ipvs', () => this.#ipvs.apply(model, failures, this.#warnings, { full }));
     if (ipvs) {
       driftRepaired('ipvs_service', ipvs.drift.services);
@@ -203,12 +207,17 @@ class ProxySync {
   }
 
   /** The model of the cluster as the informers see it now; its problems are failures and Warnings of their Services. */
-  #model(failures: SyncFailures): ProxyModel {
+  async #model(failures: SyncFailures, progress: () => void): Promise<ProxyModel> {
     const sources = this.#sources;
-    const model = buildProxyModel(
-      { services: sources.services(), slicesFor: sources.slicesFor, node: sources.node(), nodeName: this.#ctx.nodeName, localAddresses: this.#host.localAddresses },
-      this.#modelOptions,
-    );
+    const inputs = { services: sources.services(), slicesFor: sources.slicesFor, node: sources.node(), nodeName: this.#ctx.nodeName, localAddresses: this.#host.localAddresses };
+    // The cache is filled a slice of Services at a time, yielding in between, so that a first sync of a large cluster
+    // leaves the event loop to health probes; the whole model then comes from the cache.
+    for (let start = 0; start < inputs.services.length; start += WARM_SLICE) {
+      buildProxyModel({ ...inputs, services: inputs.services.slice(start, start + WARM_SLICE) }, this.#modelOptions, this.#modelCache);
+      await yieldToEventLoop();
+      progress();
+    }
+    const model = buildProxyModel(inputs, this.#modelOptions, this.#modelCache);
     this.desired = model.virtualServers;
     for (const problem of model.problems) {
       failures.add(`service/${problem.owner}`, new Error(`${problem.reason}: ${problem.message}`));

@@ -1,7 +1,7 @@
 import type { V1EndpointSlice, V1Node, V1Service, V1ServicePort } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { buildProxyModel } from './model.js';
-import type { ModelInputs } from './model.js';
+import type { ModelInputs, ProxyModel, ProxyModelCache } from './model.js';
 
 const NODE = 'n1';
 const node: V1Node = { metadata: { name: NODE }, status: { addresses: [{ type: 'InternalIP', address: '192.168.1.10' }, { type: 'InternalIP', address: 'fd00:1::10' }, { type: 'Hostname', address: 'n1' }] } };
@@ -374,5 +374,61 @@ describe('buildProxyModel', () => {
       expect(lb(['0.0.0.0/0', '10.0.0.0/8']).virtualServers.get('tcp/198.51.100.1/80')?.sourceRanges).toBeUndefined();
       expect(lb([]).virtualServers.get('tcp/198.51.100.1/80')?.sourceRanges).toBeUndefined();
     });
+  });
+});
+
+describe('buildProxyModel with a cache', () => {
+  const options = { families: ['ipv4', 'ipv6'] as const, nodePortBindOnAllIp: false, serviceProxyName: 'kube-router' };
+  const build = (services: V1Service[], slices: V1EndpointSlice[], cache: ProxyModelCache, nodeObject: V1Node = node) =>
+    buildProxyModel(
+      {
+        services,
+        slicesFor: (namespace, name) => slices.filter((s) => s.metadata?.namespace === namespace && s.metadata.labels?.['kubernetes.io/service-name'] === name),
+        node: nodeObject,
+        nodeName: NODE,
+        localAddresses: [],
+      },
+      { ...options, families: [...options.families] },
+      cache,
+    );
+
+  it('computes again only the Services whose object, slices or node changed, and gives the same model as without it', () => {
+    const cache: ProxyModelCache = new WeakMap();
+    const web = svc('web', { clusterIP: '10.96.0.2', type: 'NodePort', ports: [{ name: 'http', protocol: 'TCP', port: 80, nodePort: 30080 }] });
+    const api = svc('api', { clusterIP: '10.96.0.3' });
+    const webSlice = slice('web', 'IPv4', [{ ip: '10.244.0.2' }]);
+    const apiSlice = slice('api', 'IPv4', [{ ip: '10.244.0.3' }]);
+    const first = build([web, api], [webSlice, apiSlice], cache);
+    const vs = (m: ProxyModel, id: string) => m.virtualServers.get(id);
+
+    // Nothing changed: the same objects, from the cache.
+    const again = build([web, api], [webSlice, apiSlice], cache);
+    expect(vs(again, 'tcp/10.96.0.2/80')).toBe(vs(first, 'tcp/10.96.0.2/80'));
+    expect(vs(again, 'tcp/10.96.0.3/80')).toBe(vs(first, 'tcp/10.96.0.3/80'));
+
+    // api's slice replaced (an informer update is a new object): api is computed again, web is not.
+    const apiMoved = slice('api', 'IPv4', [{ ip: '10.244.0.9' }]);
+    const moved = build([web, api], [webSlice, apiMoved], cache);
+    expect(vs(moved, 'tcp/10.96.0.2/80')).toBe(vs(first, 'tcp/10.96.0.2/80'));
+    expect(vs(moved, 'tcp/10.96.0.3/80')?.destinations.map((d) => d.address)).toEqual(['10.244.0.9']);
+    expect(moved).toEqual(build([web, api], [webSlice, apiMoved], new WeakMap()));
+
+    // The node's addresses changed: every Service again (web's NodePort moves with them).
+    const renumbered: V1Node = { ...node, status: { addresses: [{ type: 'InternalIP', address: '192.168.1.20' }] } };
+    const onNewNode = build([web, api], [webSlice, apiMoved], cache, renumbered);
+    expect(ids(onNewNode)).toContain('tcp/192.168.1.20/30080');
+    expect(ids(onNewNode)).not.toContain('tcp/192.168.1.10/30080');
+    expect(vs(onNewNode, 'tcp/10.96.0.3/80')).not.toBe(vs(moved, 'tcp/10.96.0.3/80'));
+  });
+
+  it('settles two Services claiming one address when they are put together, cached or not: the first keeps it', () => {
+    const cache: ProxyModelCache = new WeakMap();
+    const first = svc('first', { clusterIP: '10.96.0.7' });
+    const second = svc('second', { clusterIP: '10.96.0.7' });
+    for (let round = 0; round < 2; round++) {
+      const built = build([first, second], [], cache);
+      expect(built.virtualServers.get('tcp/10.96.0.7/80')?.owner).toBe('ns/first');
+      expect(built.problems).toEqual([{ owner: 'ns/second', reason: 'DuplicateServiceAddress', message: 'tcp/10.96.0.7/80 is also claimed by Service ns/first; it stays with ns/first' }]);
+    }
   });
 });

@@ -1,8 +1,8 @@
 import type { V1EndpointSlice, V1Node, V1Service, V1ServicePort } from '@kubernetes/client-node';
-import { ipvsServiceId } from '@kube-router/netfilter';
+import { ipvsAddressFamily, ipvsServiceId } from '@kube-router/netfilter';
 import type { IpFamily, IpvsDestination, IpvsProtocol, IpvsService } from '@kube-router/netfilter';
-import { categorizeEndpoints, parseCidr, parseIp, serviceAddressValidator, servicePortEndpoints, serviceSkipReason } from '@kube-router/kube';
-import type { EndpointCategories, EndpointPolicy, HealthCheckPort, ParsedIp, ServiceAddressRanges, ServiceEndpoint, ValidatedAddressKind } from '@kube-router/kube';
+import { cachedServiceOutcome, categorizeEndpoints, parseCidr, parseIp, serviceAddressValidator, servicePortEndpoints, serviceSkipReason } from '@kube-router/kube';
+import type { EndpointCategories, EndpointPolicy, HealthCheckPort, ParsedIp, ServiceAddressRanges, ServiceEndpoint, ServiceOutcomeCache, ValidatedAddressKind } from '@kube-router/kube';
 import { ANNOTATIONS } from './names.js';
 
 /** Where a virtual service's address comes from; NodePorts sit on node addresses, the others on kube-dummy-if. */
@@ -106,9 +106,11 @@ function isPort(value: number | undefined): value is number {
 /**
  * Computes the IPVS state this node should have from Services, EndpointSlices and its Node: pure, so that every rule
  * of kube-router's service proxy is unit-tested without a kernel. A Service with bad input becomes a problem (a
- * Warning event) and is left out; it never stops the others.
+ * Warning event) and is left out; it never stops the others. With a cache, a Service (the informer's same object)
+ * whose slices and node context are unchanged is not computed again: an event sync costs what its change costs, not
+ * what the cluster holds (10,000 Services x 10 endpoints took seconds to compute).
  */
-export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): ProxyModel {
+export function buildProxyModel(inputs: ModelInputs, options: ModelOptions, cache?: ProxyModelCache): ProxyModel {
   const virtualServers = new Map<string, DesiredVirtualServer>();
   const vips: Record<IpFamily, Set<string>> = { ipv4: new Set(), ipv6: new Set() };
   const healthChecks: HealthCheckPort[] = [];
@@ -116,9 +118,16 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
   const refused: ServiceProblem[] = [];
   const nodeProblems: string[] = [];
   const hairpinEndpoints = new Map<string, string[]>();
-  const refusal = options.validation && serviceAddressValidator(options.validation);
   const families = new Set(options.families);
   const nodeAddresses = nodePortAddresses(inputs, options, nodeProblems).filter((address) => families.has(address.family));
+  const context: ServiceContext = {
+    options,
+    families,
+    refusal: options.validation && serviceAddressValidator(options.validation),
+    node: { name: inputs.nodeName, zone: inputs.node?.metadata?.labels?.[ZONE_LABEL] },
+    nodeAddresses,
+  };
+  const contextKey = JSON.stringify([options, context.node, nodeAddresses.map((address) => address.text)]);
   let services = 0;
 
   for (const svc of inputs.services) {
@@ -126,146 +135,190 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions): Pro
     const name = svc.metadata?.name ?? '';
     const owner = `${namespace}/${name}`;
     if (serviceSkipReason(svc, options.serviceProxyName) !== undefined) continue;
-    let scheduling: Scheduling;
-    try {
-      scheduling = schedulingOf(svc);
-    } catch (error) {
-      problems.push({ owner, reason: 'InvalidServiceAnnotation', message: (error as Error).message });
-      continue;
-    }
+    const outcome = cachedServiceOutcome(cache, svc, inputs.slicesFor(namespace, name), contextKey, (slices) => planService(svc, owner, slices, context));
+    problems.push(...outcome.problems);
+    refused.push(...outcome.refused);
+    if (!outcome.programmed) continue;
     services++;
-    const annotations = svc.metadata?.annotations ?? {};
-    const externalLocal = svc.spec?.externalTrafficPolicy === 'Local' || annotations[ANNOTATIONS.local] === 'true';
-    const internalLocal = svc.spec?.internalTrafficPolicy === 'Local';
-    const hairpin = options.hairpinMode === true || ANNOTATIONS.hairpin in annotations;
-    const hairpinExternal = hairpin && ANNOTATIONS.hairpinExternalIps in annotations;
-    const problem = (reason: string, message: string) => problems.push({ owner, reason, message });
-    const slices = inputs.slicesFor(namespace, name);
-    // One problem per bad slice entry, not one per Service port that reads it.
-    const sliceProblems = new Set<string>();
-    // Every address read strictly: one that is not an address as the kernel reads it (`010.0.0.1`, a zone) is a
-    // problem of this Service (a Warning, a failed sync), never programmed as another address; its other addresses stand.
-    const addresses = (kind: 'clusterip' | ValidatedAddressKind, candidates: readonly string[]): ParsedIp[] =>
-      candidates.flatMap((text) => {
-        const parsed = parseIp(text);
-        if (!parsed) problem('InvalidServiceAddress', `${kind} ${JSON.stringify(text)} is not an IP address`);
-        return parsed ? [parsed] : [];
-      });
-    // Only addresses of the node's families: an IPv6 LoadBalancer IP on an IPv4-only node is not refused, just unused.
-    const ofFamilies = (parsed: readonly ParsedIp[]) => parsed.filter((address) => families.has(address.family));
-    const validated = (kind: ValidatedAddressKind, parsed: readonly ParsedIp[]) =>
-      ofFamilies(parsed).filter((address) => {
-        const why = refusal?.(kind, address.text);
-        if (why) refused.push({ owner, reason: 'InvalidServiceAddress', message: `${kind} ${address.text} is not programmed: ${why}` });
-        return why === undefined;
-      });
-    const clusterIps = ofFamilies(addresses('clusterip', svc.spec?.clusterIPs?.length ? svc.spec.clusterIPs : [svc.spec?.clusterIP ?? '']));
-    const externalIps = validated('externalip', addresses('externalip', svc.spec?.externalIPs ?? []));
-    const lbIps = validated(
-      'loadbalancerip',
-      annotations[ANNOTATIONS.skipLoadBalancerIps] === 'true' || ANNOTATIONS.skipLoadBalancerIps in annotations
-        ? []
-        : addresses(
-            'loadbalancerip',
-            (svc.status?.loadBalancer?.ingress ?? []).filter((ingress) => ingress.ip && ingress.ipMode !== 'Proxy').map((ingress) => ingress.ip as string),
-          ),
-    );
-    const sourceRanges = sourceRangesOf(svc, problem);
-    const policy = (port: V1ServicePort): EndpointPolicy => ({
-      internalLocal,
-      externalLocal,
-      externallyAccessible: externalIps.length > 0 || lbIps.length > 0 || hasNodePort(svc, port),
-    });
-    const endpointNode = { name: inputs.nodeName, zone: inputs.node?.metadata?.labels?.[ZONE_LABEL] };
-    let localEndpointsForHealth = 0;
-
-    for (const port of svc.spec?.ports ?? []) {
-      const label = `port ${JSON.stringify(port.name ?? String(port.port))}`;
-      const protocol = PROTOCOLS.get(port.protocol ?? 'TCP');
-      if (!protocol) {
-        problem('UnsupportedProtocol', `${label}: protocol ${JSON.stringify(port.protocol)} is not supported by IPVS`);
+    // The first Service in the informer's order holds an address:port; a later one that claims it too is a problem.
+    for (const server of outcome.virtualServers) {
+      const other = virtualServers.get(server.id);
+      if (other) {
+        problems.push({ owner, reason: 'DuplicateServiceAddress', message: `${server.id} is also claimed by Service ${other.owner}; it stays with ${other.owner}` });
         continue;
       }
-      const badPort = portProblem(port);
-      if (badPort) {
-        problem('InvalidServicePort', `${label}: ${badPort}; the port is not programmed`);
-        continue;
-      }
-      const read = servicePortEndpoints(slices, { name: port.name ?? '', protocol: port.protocol ?? 'TCP' }, inputs.nodeName);
-      for (const { slice, message } of read.problems) {
-        const text = `EndpointSlice ${slice}: ${message}`;
-        if (!sliceProblems.has(text)) problem('InvalidEndpointSlice', text);
-        sliceProblems.add(text);
-      }
-      // Chosen per family, as kube-proxy's proxier of each family does: ready endpoints, serving terminating ones only
-      // when no ready one exists (KEP-1669), per traffic policy, narrowed by topology hints.
-      const byFamily = new Map<IpFamily, EndpointCategories>();
-      const chosen = (family: IpFamily): EndpointCategories => {
-        let categories = byFamily.get(family);
-        if (!categories) {
-          categories = categorizeEndpoints(read.endpoints.filter((endpoint) => endpoint.family === family), policy(port), endpointNode);
-          byFamily.set(family, categories);
-        }
-        return categories;
-      };
-      if (hairpin) {
-        // As kube-router's syncHairpinIptablesRules: only local endpoints, only of a family the Service has a cluster IP of.
-        for (const family of new Set(clusterIps.map((ip) => ip.family))) {
-          for (const endpoint of chosen(family).allReachable) {
-            if (!endpoint.local) continue;
-            const owners = hairpinEndpoints.get(endpoint.address) ?? [];
-            if (!owners.includes(owner)) owners.push(owner);
-            hairpinEndpoints.set(endpoint.address, owners);
-          }
-        }
-      }
-      // The health check counts ready local endpoints only: a node whose pods all terminate fails it, so that the
-      // load balancer drains it while they finish (KEP-1669).
-      localEndpointsForHealth = Math.max(localEndpointsForHealth, read.endpoints.filter((endpoint) => endpoint.local && endpoint.ready && !endpoint.terminating).length);
-      const add = (kind: VirtualServerKind, address: ParsedIp, servicePort: number, local: boolean) => {
-        const { family, text } = address;
-        const key = { protocol, address: text, port: servicePort };
-        const id = ipvsServiceId(key);
-        if (virtualServers.has(id)) {
-          const other = virtualServers.get(id) as DesiredVirtualServer;
-          if (other.owner !== owner) {
-            problem('DuplicateServiceAddress', `${id} is also claimed by Service ${other.owner}; it stays with ${other.owner}`);
-          }
-          return;
-        }
-        const categories = chosen(family);
-        const destinations = uniqueDestinations(
-          (local ? categories.local : categories.cluster).map((endpoint: ServiceEndpoint): IpvsDestination => ({ address: endpoint.address, port: endpoint.port, forwarding: 'masquerade', weight: 1 })),
-        );
-        const ranges = kind === 'load-balancer' ? sourceRanges.get(family) : undefined;
-        virtualServers.set(id, {
-          id,
-          owner,
-          portName: port.name ?? '',
-          kind,
-          service: { ...key, ...scheduling },
-          destinations,
-          preserveClientAddress: local && kind !== 'cluster-ip',
-          hairpin: kind === 'cluster-ip' ? hairpin : kind !== 'node-port' && hairpinExternal,
-          ...(destinations.length === 0 && { noEndpoints: categories.hasAnyEndpoints ? 'drop' : 'reject' }),
-          ...(ranges !== undefined && { sourceRanges: ranges }),
-        });
-        if (kind !== 'node-port') vips[family].add(text);
-      };
-      for (const ip of clusterIps) add('cluster-ip', ip, port.port, internalLocal);
-      for (const ip of externalIps) add('external-ip', ip, port.port, externalLocal);
-      for (const ip of lbIps) add('load-balancer', ip, port.port, externalLocal);
-      if (port.nodePort && hasNodePort(svc, port)) {
-        for (const address of nodeAddresses) add('node-port', address, port.nodePort, externalLocal);
-      }
+      virtualServers.set(server.id, server);
+      if (server.kind !== 'node-port') vips[ipvsAddressFamily(server.service.address)].add(server.service.address);
     }
-    const healthCheckNodePort = svc.spec?.healthCheckNodePort;
-    if (healthCheckNodePort && svc.spec?.type === 'LoadBalancer' && externalLocal) {
-      if (isPort(healthCheckNodePort)) healthChecks.push({ owner, port: healthCheckNodePort, localEndpoints: localEndpointsForHealth });
-      else problem('InvalidServicePort', `healthCheckNodePort ${healthCheckNodePort} is outside ${PORT_RANGE}; no health check server is started`);
+    if (outcome.healthCheck) healthChecks.push(outcome.healthCheck);
+    for (const address of outcome.hairpinEndpoints) {
+      const owners = hairpinEndpoints.get(address) ?? [];
+      owners.push(owner);
+      hairpinEndpoints.set(address, owners);
     }
   }
   return { virtualServers, vips, healthChecks, problems, refused, nodeProblems, services, hairpinEndpoints };
+}
+
+/** Per Service, what the last build computed from it: reused while the Service, its slices and the node are the same. */
+export type ProxyModelCache = ServiceOutcomeCache<ServiceOutcome>;
+
+/** What one Service contributes to the model, before the Services' claims on the same address are settled. */
+interface ServiceOutcome {
+  /** False when its annotations are invalid: not programmed, not counted. */
+  readonly programmed: boolean;
+  readonly virtualServers: readonly DesiredVirtualServer[];
+  readonly problems: readonly ServiceProblem[];
+  readonly refused: readonly ServiceProblem[];
+  readonly healthCheck?: HealthCheckPort;
+  /** Its local endpoints that need hairpin. */
+  readonly hairpinEndpoints: readonly string[];
+}
+
+interface ServiceContext {
+  readonly options: ModelOptions;
+  readonly families: ReadonlySet<IpFamily>;
+  readonly refusal: ((kind: ValidatedAddressKind, address: string) => string | undefined) | undefined;
+  readonly node: { readonly name: string; readonly zone: string | undefined };
+  /** Where NodePorts listen, of the node's families. */
+  readonly nodeAddresses: readonly ParsedIp[];
+}
+
+function planService(svc: V1Service, owner: string, slices: readonly V1EndpointSlice[], context: ServiceContext): ServiceOutcome {
+  const { options, families, refusal, nodeAddresses } = context;
+  const problems: ServiceProblem[] = [];
+  const refused: ServiceProblem[] = [];
+  const virtualServers = new Map<string, DesiredVirtualServer>();
+  const hairpinEndpoints: string[] = [];
+  let healthCheck: HealthCheckPort | undefined;
+  let scheduling: Scheduling;
+  try {
+    scheduling = schedulingOf(svc);
+  } catch (error) {
+    return { programmed: false, virtualServers: [], problems: [{ owner, reason: 'InvalidServiceAnnotation', message: (error as Error).message }], refused, hairpinEndpoints };
+  }
+  const annotations = svc.metadata?.annotations ?? {};
+  const externalLocal = svc.spec?.externalTrafficPolicy === 'Local' || annotations[ANNOTATIONS.local] === 'true';
+  const internalLocal = svc.spec?.internalTrafficPolicy === 'Local';
+  const hairpin = options.hairpinMode === true || ANNOTATIONS.hairpin in annotations;
+  const hairpinExternal = hairpin && ANNOTATIONS.hairpinExternalIps in annotations;
+  const problem = (reason: string, message: string) => problems.push({ owner, reason, message });
+  // One problem per bad slice entry, not one per Service port that reads it.
+  const sliceProblems = new Set<string>();
+  // Every address read strictly: one that is not an address as the kernel reads it (`010.0.0.1`, a zone) is a
+  // problem of this Service (a Warning, a failed sync), never programmed as another address; its other addresses stand.
+  const addresses = (kind: 'clusterip' | ValidatedAddressKind, candidates: readonly string[]): ParsedIp[] =>
+    candidates.flatMap((text) => {
+      const parsed = parseIp(text);
+      if (!parsed) problem('InvalidServiceAddress', `${kind} ${JSON.stringify(text)} is not an IP address`);
+      return parsed ? [parsed] : [];
+    });
+  // Only addresses of the node's families: an IPv6 LoadBalancer IP on an IPv4-only node is not refused, just unused.
+  const ofFamilies = (parsed: readonly ParsedIp[]) => parsed.filter((address) => families.has(address.family));
+  const validated = (kind: ValidatedAddressKind, parsed: readonly ParsedIp[]) =>
+    ofFamilies(parsed).filter((address) => {
+      const why = refusal?.(kind, address.text);
+      if (why) refused.push({ owner, reason: 'InvalidServiceAddress', message: `${kind} ${address.text} is not programmed: ${why}` });
+      return why === undefined;
+    });
+  const clusterIps = ofFamilies(addresses('clusterip', svc.spec?.clusterIPs?.length ? svc.spec.clusterIPs : [svc.spec?.clusterIP ?? '']));
+  const externalIps = validated('externalip', addresses('externalip', svc.spec?.externalIPs ?? []));
+  const lbIps = validated(
+    'loadbalancerip',
+    annotations[ANNOTATIONS.skipLoadBalancerIps] === 'true' || ANNOTATIONS.skipLoadBalancerIps in annotations
+      ? []
+      : addresses(
+          'loadbalancerip',
+          (svc.status?.loadBalancer?.ingress ?? []).filter((ingress) => ingress.ip && ingress.ipMode !== 'Proxy').map((ingress) => ingress.ip as string),
+        ),
+  );
+  const sourceRanges = sourceRangesOf(svc, problem);
+  const policy = (port: V1ServicePort): EndpointPolicy => ({
+    internalLocal,
+    externalLocal,
+    externallyAccessible: externalIps.length > 0 || lbIps.length > 0 || hasNodePort(svc, port),
+  });
+  const endpointNode = context.node;
+  let localEndpointsForHealth = 0;
+
+  for (const port of svc.spec?.ports ?? []) {
+    const label = `port ${JSON.stringify(port.name ?? String(port.port))}`;
+    const protocol = PROTOCOLS.get(port.protocol ?? 'TCP');
+    if (!protocol) {
+      problem('UnsupportedProtocol', `${label}: protocol ${JSON.stringify(port.protocol)} is not supported by IPVS`);
+      continue;
+    }
+    const badPort = portProblem(port);
+    if (badPort) {
+      problem('InvalidServicePort', `${label}: ${badPort}; the port is not programmed`);
+      continue;
+    }
+    const read = servicePortEndpoints(slices, { name: port.name ?? '', protocol: port.protocol ?? 'TCP' }, context.node.name);
+    for (const { slice, message } of read.problems) {
+      const text = `EndpointSlice ${slice}: ${message}`;
+      if (!sliceProblems.has(text)) problem('InvalidEndpointSlice', text);
+      sliceProblems.add(text);
+    }
+    // Chosen per family, as kube-proxy's proxier of each family does: ready endpoints, serving terminating ones only
+    // when no ready one exists (KEP-1669), per traffic policy, narrowed by topology hints.
+    const byFamily = new Map<IpFamily, EndpointCategories>();
+    const chosen = (family: IpFamily): EndpointCategories => {
+      let categories = byFamily.get(family);
+      if (!categories) {
+        categories = categorizeEndpoints(read.endpoints.filter((endpoint) => endpoint.family === family), policy(port), endpointNode);
+        byFamily.set(family, categories);
+      }
+      return categories;
+    };
+    if (hairpin) {
+      // As kube-router's syncHairpinIptablesRules: only local endpoints, only of a family the Service has a cluster IP of.
+      for (const family of new Set(clusterIps.map((ip) => ip.family))) {
+        for (const endpoint of chosen(family).allReachable) {
+          if (endpoint.local && !hairpinEndpoints.includes(endpoint.address)) hairpinEndpoints.push(endpoint.address);
+        }
+      }
+    }
+    // The health check counts ready local endpoints only: a node whose pods all terminate fails it, so that the
+    // load balancer drains it while they finish (KEP-1669).
+    localEndpointsForHealth = Math.max(localEndpointsForHealth, read.endpoints.filter((endpoint) => endpoint.local && endpoint.ready && !endpoint.terminating).length);
+    const add = (kind: VirtualServerKind, address: ParsedIp, servicePort: number, local: boolean) => {
+      const { family, text } = address;
+      const key = { protocol, address: text, port: servicePort };
+      const id = ipvsServiceId(key);
+      // Claimed twice by this Service (a cluster IP also among its external IPs): the first claim stands. Another
+      // Service's claim is settled when the Services are put together.
+      if (virtualServers.has(id)) return;
+      const categories = chosen(family);
+      const destinations = uniqueDestinations(
+        (local ? categories.local : categories.cluster).map((endpoint: ServiceEndpoint): IpvsDestination => ({ address: endpoint.address, port: endpoint.port, forwarding: 'masquerade', weight: 1 })),
+      );
+      const ranges = kind === 'load-balancer' ? sourceRanges.get(family) : undefined;
+      virtualServers.set(id, {
+        id,
+        owner,
+        portName: port.name ?? '',
+        kind,
+        service: { ...key, ...scheduling },
+        destinations,
+        preserveClientAddress: local && kind !== 'cluster-ip',
+        hairpin: kind === 'cluster-ip' ? hairpin : kind !== 'node-port' && hairpinExternal,
+        ...(destinations.length === 0 && { noEndpoints: categories.hasAnyEndpoints ? 'drop' : 'reject' }),
+        ...(ranges !== undefined && { sourceRanges: ranges }),
+      });
+    };
+    for (const ip of clusterIps) add('cluster-ip', ip, port.port, internalLocal);
+    for (const ip of externalIps) add('external-ip', ip, port.port, externalLocal);
+    for (const ip of lbIps) add('load-balancer', ip, port.port, externalLocal);
+    if (port.nodePort && hasNodePort(svc, port)) {
+      for (const address of nodeAddresses) add('node-port', address, port.nodePort, externalLocal);
+    }
+  }
+  const healthCheckNodePort = svc.spec?.healthCheckNodePort;
+  if (healthCheckNodePort && svc.spec?.type === 'LoadBalancer' && externalLocal) {
+    if (isPort(healthCheckNodePort)) healthCheck = { owner, port: healthCheckNodePort, localEndpoints: localEndpointsForHealth };
+    else problem('InvalidServicePort', `healthCheckNodePort ${healthCheckNodePort} is outside ${PORT_RANGE}; no health check server is started`);
+  }
+  return { programmed: true, virtualServers: [...virtualServers.values()], problems, refused, ...(healthCheck && { healthCheck }), hairpinEndpoints };
 }
 
 /**
