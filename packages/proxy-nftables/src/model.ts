@@ -1,6 +1,6 @@
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
-import { categorizeEndpoints, inCidrs, parseCidr, parseCidrs, parseIp, serviceAddressValidator, servicePortEndpoints, serviceSkipReason } from '@kube-router/kube';
-import type { EndpointCategories, HealthCheckPort, IpFamily, ParsedIp, ServiceAddressRanges, ValidatedAddressKind } from '@kube-router/kube';
+import { cachedServiceOutcome, categorizeEndpoints, inCidrs, parseCidr, parseCidrs, parseIp, serviceAddressValidator, servicePortEndpoints, serviceSkipReason } from '@kube-router/kube';
+import type { EndpointCategories, HealthCheckPort, IpFamily, ParsedIp, ServiceAddressRanges, ServiceOutcomeCache, ValidatedAddressKind } from '@kube-router/kube';
 import { ANNOTATIONS } from './names.js';
 
 export type NftProtocol = 'tcp' | 'udp' | 'sctp';
@@ -146,10 +146,7 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions, cach
     const slices = inputs.slicesFor(namespace, name);
     // An unchanged Service (the informer's same object) with unchanged slices is not computed again: an event sync
     // costs what its change costs, not what the cluster has.
-    const cached = cache?.get(svc);
-    const outcome =
-      cached && cached.contextKey === contextKey && sameItems(cached.slices, slices) ? cached.outcome : planService(svc, owner, slices, context);
-    cache?.set(svc, { contextKey, slices, outcome });
+    const outcome = cachedServiceOutcome(cache, svc, slices, contextKey, () => planService(svc, owner, slices, context));
     if (outcome === undefined) continue;
     problems.push(...outcome.problems);
     refused.push(...outcome.refused);
@@ -179,14 +176,10 @@ export function buildProxyModel(inputs: ModelInputs, options: ModelOptions, cach
 }
 
 /** Per Service, what the last build computed from it: reused while the Service, its slices and the node are the same. */
-export type ModelCache = WeakMap<V1Service, { contextKey: string; slices: readonly V1EndpointSlice[]; outcome: ServiceOutcome | undefined }>;
+export type ModelCache = ServiceOutcomeCache<ServiceOutcome | undefined>;
 
 export function createModelCache(): ModelCache {
   return new WeakMap();
-}
-
-function sameItems<T>(a: readonly T[], b: readonly T[]): boolean {
-  return a.length === b.length && a.every((item, index) => item === b[index]);
 }
 
 interface ServiceContext {
