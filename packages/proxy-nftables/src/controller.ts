@@ -3,9 +3,11 @@ import { createSyncController, messageOf, SyncFailures, SyncWarnings } from '@ku
 import type { Controller, PluginContext, ServiceFlow, ServicePath, SyncContext } from '@kube-router/controller';
 import { enabledFamilies, HealthCheckServers, nodePodCidrs, parseCidr, strictServiceAddressRanges } from '@kube-router/kube';
 import type { ServiceProxySources } from '@kube-router/kube';
-import { isNftRefusal, listConntrackEntries, Nft, nftTableLock } from '@kube-router/netfilter';
+import { isNftRefusal, listConntrackEntries, Mutex, Nft, nftTableLock } from '@kube-router/netfilter';
 import type { CommandRunner, IpFamily } from '@kube-router/netfilter';
 import { deleteStaleFlow } from './conntrack.js';
+import { parseCounterListing, serviceTraffic } from './counters.js';
+import type { ServiceTraffic } from './counters.js';
 import { explainServicePath, servicePortOf } from './explain.js';
 import { ProxyNftablesMetrics } from './metrics.js';
 import { buildProxyModel, createModelCache } from './model.js';
@@ -112,6 +114,10 @@ class ProxyNftablesSync {
   readonly #options: ResolvedProxyNftablesOptions;
   readonly #modelOptions: ModelOptions;
   readonly #writers: ReadonlyMap<IpFamily, TableWriter>;
+  /** Per family, an Nft that reads the counters at scrape time: a lock of its own, so a scrape never waits for a sync. */
+  readonly #counterReaders: ReadonlyMap<IpFamily, Nft>;
+  /** Per family, the table last written whole or in part: which Service address each counter counts. */
+  readonly #counted = new Map<IpFamily, TableState>();
   readonly #healthChecks: HealthCheckServers;
   readonly #warnings: SyncWarnings;
   readonly #metrics: ProxyNftablesMetrics;
@@ -161,9 +167,36 @@ class ProxyNftablesSync {
         return [family, new TableWriter(nft, nftFamily, name)];
       }),
     );
+    const counterLock = new Mutex();
+    this.#counterReaders = new Map(
+      families.map((family) => [
+        family,
+        new Nft({ runner: deps.runner, ...(options.netns !== undefined && { netns: options.netns }), timeoutMs: options.commandTimeoutMs, lock: counterLock }),
+      ]),
+    );
     this.#healthChecks = new HealthCheckServers(options.healthCheckBindAddress, ctx.logger);
     this.#warnings = new SyncWarnings((namespace, name, reason, message) => deps.sources.warnService(namespace, name, reason, message));
-    this.#metrics = new ProxyNftablesMetrics(ctx.metrics.registry);
+    this.#metrics = new ProxyNftablesMetrics(ctx.metrics.registry, () => this.#readTraffic());
+  }
+
+  /**
+   * kube-router's per-Service series from the kernel's counters: one `nft -j list counters table …` per family (not
+   * the whole table). A family that cannot be read is left out and logged; the scrape goes on.
+   */
+  async #readTraffic(): Promise<ServiceTraffic[]> {
+    const traffic: ServiceTraffic[] = [];
+    for (const [family, reader] of this.#counterReaders) {
+      const written = this.#counted.get(family);
+      const writer = this.#writers.get(family);
+      if (!written || !writer) continue;
+      try {
+        const { stdout } = await reader.run(['-j', 'list', 'counters', 'table', ...writer.table.split(' ')]);
+        traffic.push(...serviceTraffic(written.counters, await parseCounterListing(stdout)));
+      } catch (error) {
+        this.#ctx.logger.warn({ err: error, table: writer.table }, 'proxy: could not read the per-Service counters; their series are missing from this scrape');
+      }
+    }
+    return traffic;
   }
 
   attach(requestSync: (reason: string) => void): void {
@@ -212,7 +245,7 @@ class ProxyNftablesSync {
       };
       const warm = [...model.groups[family]];
       for (let start = 0; start < warm.length; start += WARM_SLICE) {
-        renderTable(new Map(warm.slice(start, start + WARM_SLICE)), [], renderOptions, this.#renderCache);
+        renderTable(new Map(warm.slice(start, start + WARM_SLICE)), model.nodePortAddresses[family], renderOptions, this.#renderCache);
         await yieldToLoop();
       }
       const nodePortIps = model.nodePortAddresses[family];
@@ -243,6 +276,7 @@ class ProxyNftablesSync {
         continue;
       }
       const { report } = written;
+      if (writer.written) this.#counted.set(family, writer.written);
       const refused = new Map([...stillRefused, ...written.refused]);
       this.#refused.set(family, refused);
       const plans = [...groups].flatMap(([owner, group]) => (refused.has(owner) ? [] : group));

@@ -28,6 +28,9 @@ export const CHAINS = {
   endpointsCheck: 'service-endpoints-check',
   firewallCheck: 'firewall-check',
   reject: 'reject-chain',
+  // After source NAT (whose hooks put the Service address back on replies): where replies are counted per Service.
+  countersInput: 'counters-input',
+  countersPostrouting: 'counters-postrouting',
 } as const;
 
 export const MAPS = {
@@ -36,7 +39,23 @@ export const MAPS = {
   noEndpointServices: 'no-endpoint-services',
   noEndpointNodePorts: 'no-endpoint-nodeports',
   firewallIps: 'firewall-ips',
+  // Service address . protocol . port → named counter: kube-router's per-Service traffic series.
+  connectionCounters: 'service-connection-counters',
+  inCounters: 'service-in-counters',
+  outCounters: 'service-out-counters',
 } as const;
+
+/** The maps whose values are named counters (quoted in scripts), not verdicts. */
+export const COUNTER_MAPS: ReadonlySet<string> = new Set([MAPS.connectionCounters, MAPS.inCounters, MAPS.outCounters]);
+
+/** Prefixes of the named counters of a Service address (`counter` objects: a namespace of their own, apart from chains). */
+export const COUNTER_PREFIX = {
+  connections: 'connections-',
+  in: 'in-',
+  out: 'out-',
+} as const;
+
+export type CounterKind = keyof typeof COUNTER_PREFIX;
 
 export type MapName = (typeof MAPS)[keyof typeof MAPS];
 

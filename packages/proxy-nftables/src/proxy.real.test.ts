@@ -28,11 +28,22 @@ const CLUSTER_IPS: Record<string, Record<Family, string>> = {
   hairpin: { ipv4: '10.96.0.15', ipv6: 'fd00:96::15' },
   refused: { ipv4: '10.96.0.16', ipv6: 'fd00:96::16' },
   local: { ipv4: '10.96.0.17', ipv6: 'fd00:96::17' },
+  counted: { ipv4: '10.96.0.18', ipv6: 'fd00:96::18' },
 };
 const LB_IPS: Record<Family, string> = { ipv4: '198.51.100.10', ipv6: '2001:db8::10' };
 const clusterIps = (name: string) => [CLUSTER_IPS[name]?.ipv4 ?? '', CLUSTER_IPS[name]?.ipv6 ?? ''];
 const podOf = (result: ProbeResult | undefined) => result?.reply?.split(' ')[0];
 const clientOf = (result: ProbeResult | undefined) => result?.reply?.split(' ')[1];
+
+/** The samples of one kube_router_service_* series in /metrics text, by `service_name vip protocol port`. */
+function serviceSeries(text: string, metric: string): Map<string, number> {
+  const samples = new Map<string, number>();
+  for (const match of text.matchAll(new RegExp(`^${metric}\\{([^}]*)\\} (\\S+)$`, 'gm'))) {
+    const labels = Object.fromEntries([...(match[1] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((label) => [label[1], label[2]]));
+    samples.set(`${labels.svc_namespace}/${labels.service_name} ${labels.service_vip} ${labels.protocol} ${labels.port}`, Number(match[2]));
+  }
+  return samples;
+}
 
 describe.skipIf(skip !== undefined)(`proxy-nftables on the host kernel${skip ? ` (skipped: ${skip})` : ''}`, () => {
   const world = new NftProxyWorld();
@@ -115,6 +126,19 @@ describe.skipIf(skip !== undefined)(`proxy-nftables on the host kernel${skip ? `
         ...slices('hairpin', [a]),
         serviceObject({ name: 'refused', clusterIPs: clusterIps('refused'), annotations: { 'kube-router.io/service.scheduler': 'sh' } }),
         ...slices('refused', [a]),
+        serviceObject({
+          name: 'counted',
+          clusterIPs: clusterIps('counted'),
+          type: 'NodePort',
+          ports: [
+            { name: 'http', port: 80, targetPort: 8080, nodePort: 30084 },
+            { name: 'dns', port: 53, targetPort: 5353, protocol: 'UDP', nodePort: 30085 },
+          ],
+        }),
+        ...slices('counted', [a], [
+          { name: 'http', port: 8080 },
+          { name: 'dns', port: 5353, protocol: 'UDP' },
+        ]),
       ],
     );
     proxy.server.updateStatus({
@@ -136,6 +160,53 @@ describe.skipIf(skip !== undefined)(`proxy-nftables on the host kernel${skip ? `
   }, 60_000);
 
   for (const family of FAMILIES) {
+    // First of each family's tests: no other Service of this family has had traffic yet.
+    it(`${family}: kube_router_service_* count a Service's connections, packets and bytes from the kernel's counters, and no other's`, async () => {
+      const host = CLUSTER_IPS.counted?.[family] ?? '';
+      const tcp = await world.probe(client.netns, { host, port: 80, count: 5 });
+      expect(tcp.every((result) => result.ok), JSON.stringify(tcp)).toBe(true);
+      const udp = await world.probe(client.netns, { host, port: 53, protocol: 'udp', count: 3 });
+      expect(udp.every((result) => result.ok), JSON.stringify(udp)).toBe(true);
+      const [nodePort] = await world.probe(world.outside, { host: NODE_IPS[family], port: 30084 });
+      expect(nodePort?.ok, JSON.stringify(nodePort)).toBe(true);
+
+      const started = performance.now();
+      const text = await proxy.metrics.registry.metrics();
+      const scrapeMs = performance.now() - started;
+      const series = (metric: string) => serviceSeries(text, `kube_router_service_${metric}`);
+      const [connections, packetsIn, packetsOut, bytesIn, bytesOut] = ['total_connections', 'packets_in', 'packets_out', 'bytes_in', 'bytes_out'].map(series) as Map<string, number>[];
+      const clusterTcp = `default/counted ${host} tcp 80`;
+      const clusterUdp = `default/counted ${host} udp 53`;
+      const nodeTcp = `default/counted ${NODE_IPS[family]} tcp 30084`;
+      expect(connections?.get(clusterTcp)).toBe(5);
+      expect(connections?.get(clusterUdp)).toBe(3);
+      expect(connections?.get(nodeTcp)).toBe(1);
+      expect(connections?.get(`default/counted ${NODE_IPS[family]} udp 30085`)).toBe(0);
+      // TCP: SYN, ACK, request, FIN... each way; UDP: one datagram in and its answer out per exchange.
+      expect(packetsIn?.get(clusterTcp)).toBeGreaterThanOrEqual(5 * 3);
+      expect(packetsOut?.get(clusterTcp)).toBeGreaterThanOrEqual(5 * 2);
+      expect(packetsIn?.get(clusterUdp)).toBe(3);
+      expect(packetsOut?.get(clusterUdp)).toBe(3);
+      expect(bytesIn?.get(clusterTcp)).toBeGreaterThan(0);
+      expect(bytesOut?.get(clusterTcp)).toBeGreaterThan(bytesOut?.get(clusterUdp) ?? 0);
+      expect(bytesIn?.get(clusterUdp)).toBeGreaterThan(3 * 28);
+      expect(packetsIn?.get(nodeTcp)).toBeGreaterThanOrEqual(3);
+      expect(packetsOut?.get(nodeTcp)).toBeGreaterThanOrEqual(2);
+      // Every other Service address of this family is there, at zero.
+      const hairpin = `default/hairpin ${CLUSTER_IPS.hairpin?.[family]} tcp 80`;
+      expect(connections?.get(hairpin)).toBe(0);
+      const ofFamily = (key: string) => key.split(' ')[1]?.includes(':') === (family === 'ipv6');
+      for (const samples of [connections, packetsIn, packetsOut, bytesIn, bytesOut]) {
+        const busy = [...(samples ?? [])].filter(([key, value]) => ofFamily(key) && value > 0).map(([key]) => key.split(' ')[0]);
+        expect(new Set(busy)).toEqual(new Set(['default/counted']));
+      }
+      // A full (periodic) sync writes every counter again without resetting it, and finds no drift in them.
+      await sync('periodic');
+      expect(proxy.controller.lastSync()?.writes[family]?.drift).toEqual({ chain: [], map_element: [], set: [] });
+      expect(serviceSeries(await proxy.metrics.registry.metrics(), 'kube_router_service_total_connections').get(clusterTcp)).toBe(5);
+      console.info(`${family}: /metrics with ${connections?.size} Service addresses read in ${scrapeMs.toFixed(0)} ms`);
+    });
+
     it(`${family}: a ClusterIP reaches both pods and keeps the pod client's address`, async () => {
       const results = await world.probe(client.netns, { host: CLUSTER_IPS.web?.[family] ?? '', port: 80, count: 16 });
       expect(results.every((result) => result.ok), JSON.stringify(results)).toBe(true);
@@ -281,7 +352,8 @@ describe.skipIf(skip !== undefined)(`proxy-nftables on the host kernel${skip ? `
   });
 
   it('a restarted controller adopts the table: the same rules, written without a gap', async () => {
-    const table = async () => (await nft('list table ip kube-router-proxy')).replace(/ expires \S+/g, '');
+    // Counts move with the probes meanwhile: compared without them.
+    const table = async () => (await nft('list table ip kube-router-proxy')).replace(/ expires \S+/g, '').replace(/packets \d+ bytes \d+/g, '');
     const before = await table();
     const server = proxy.server;
     // The old controller goes (its informers with it); the API server stays for the new one.
@@ -296,6 +368,9 @@ describe.skipIf(skip !== undefined)(`proxy-nftables on the host kernel${skip ? `
     expect(await table()).toBe(before);
     const [after] = await world.probe(client.netns, { host: CLUSTER_IPS.web?.ipv4 ?? '', port: 80 });
     expect(after?.ok).toBe(true);
+    // The counters were adopted with their counts: the series go on where they were.
+    const connections = serviceSeries(await proxy.metrics.registry.metrics(), 'kube_router_service_total_connections');
+    expect(connections.get(`default/counted ${CLUSTER_IPS.counted?.ipv4} tcp 80`)).toBe(5);
   });
 
   it('--cleanup-config removes both tables and nothing else', async () => {

@@ -154,7 +154,18 @@ describe('scripts', () => {
         ...[...one.chains].flatMap(([chain, rules]) => (chain === web ? rules.slice(1) : rules).map(() => ({ family: 'ip', table: 't', chain, handle: 1, expr: [] }))),
       ],
       sets: [{ family: 'ip', table: 't', name: 'nodeport-ips', handle: 1, type: 'ipv4_addr', flags: [], elements: ['192.168.1.1'] }],
-      maps: [],
+      // The counter maps as nft lists them (names unquoted): no drift, whatever the counts.
+      maps: (['service-connection-counters', 'service-in-counters', 'service-out-counters'] as const).map((name) => ({
+        family: 'ip',
+        table: 't',
+        name,
+        handle: 1,
+        type: ['ipv4_addr', 'inet_proto', 'inet_service'],
+        flags: [],
+        elements: [...one.maps[name].keys()],
+        map: 'counter',
+        entries: [...one.maps[name]].map(([key, counter]) => `${key} : ${counter}`),
+      })),
     };
     const drift = driftOf(listing, one, new Set());
     expect(drift.chain.sort()).toEqual([web, 'service-ZZZZZZZZ-x/y/tcp/p'].sort());

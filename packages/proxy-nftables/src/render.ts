@@ -1,8 +1,8 @@
 import { usesClusterEndpoints, usesLocalEndpoints } from '@kube-router/kube';
 import type { IpFamily, ServiceEndpoint } from '@kube-router/kube';
 import type { ServicePortPlan } from './model.js';
-import { CHAINS, MAPS, MASQUERADE_MARK, NODEPORT_IPS_SET, PREFIX, endpointBase, hashedName, servicePortBase } from './names.js';
-import type { MapName } from './names.js';
+import { CHAINS, COUNTER_PREFIX, MAPS, MASQUERADE_MARK, NODEPORT_IPS_SET, PREFIX, endpointBase, hashedName, servicePortBase } from './names.js';
+import type { CounterKind, MapName } from './names.js';
 
 /**
  * What one family's table holds, as text: the fixed part (base chains, helper chains, map and set declarations), the
@@ -21,6 +21,8 @@ export interface TableState {
   readonly maps: Readonly<Record<MapName, ReadonlyMap<string, string>>>;
   /** Affinity sets → timeout in seconds. */
   readonly affinitySets: ReadonlyMap<string, number>;
+  /** Named counters → the Service address they count (all fragments', merged when first read). */
+  readonly counters: ReadonlyMap<string, ServiceCounter>;
   /** Rules of each fixed chain, for drift checks. */
   readonly baseRuleCounts: ReadonlyMap<string, number>;
 }
@@ -31,6 +33,21 @@ export interface Fragment {
   /** `[map, key, verdict]`. */
   readonly elements: readonly (readonly [MapName, string, string])[];
   readonly affinitySets: ReadonlyMap<string, number>;
+  /** Named counters of the Service's addresses (three per address: connections, in, out). */
+  readonly counters: ReadonlyMap<string, ServiceCounter>;
+}
+
+/**
+ * What one named counter counts: a Service address as proxy-ipvs's virtual server (cluster IP, external IP,
+ * LoadBalancer IP or a node address with the NodePort) and which of kube-router's series it feeds.
+ */
+export interface ServiceCounter {
+  readonly kind: CounterKind;
+  /** `namespace/name`. */
+  readonly owner: string;
+  readonly address: string;
+  readonly protocol: string;
+  readonly port: number;
 }
 
 /** Renderings by the plan arrays they came from (ProxyModel.groups keeps an unchanged Service's array). */
@@ -64,6 +81,9 @@ const BASE_CHAINS: readonly BaseChain[] = [
   { name: CHAINS.natPrerouting, type: 'nat', hook: 'prerouting', priority: -100 },
   { name: CHAINS.natOutput, type: 'nat', hook: 'output', priority: -100 },
   { name: CHAINS.natPostrouting, type: 'nat', hook: 'postrouting', priority: 100 },
+  // After srcnat (100): a reply has its Service address back as source here, whichever way it leaves.
+  { name: CHAINS.countersInput, type: 'filter', hook: 'input', priority: 300 },
+  { name: CHAINS.countersPostrouting, type: 'filter', hook: 'postrouting', priority: 300 },
 ];
 
 /** The fixed regular chains, each flushed and refilled whenever the base is written. */
@@ -104,16 +124,32 @@ export function renderBase(options: RenderOptions): { lines: string[]; ruleCount
   lines.push(`add map T ${MAPS.noEndpointServices} { type ${addr} . inet_proto . inet_service : verdict ; comment "Service addresses without endpoints: reject or drop" ; }`);
   lines.push(`add map T ${MAPS.noEndpointNodePorts} { type inet_proto . inet_service : verdict ; comment "NodePorts without endpoints: reject or drop" ; }`);
   lines.push(`add map T ${MAPS.firewallIps} { type ${addr} . inet_proto . inet_service : verdict ; comment "LoadBalancer IPs with loadBalancerSourceRanges" ; }`);
+  lines.push(`add map T ${MAPS.connectionCounters} { type ${addr} . inet_proto . inet_service : counter ; comment "first packets of connections per Service address" ; }`);
+  lines.push(`add map T ${MAPS.inCounters} { type ${addr} . inet_proto . inet_service : counter ; comment "client to Service packets per Service address" ; }`);
+  lines.push(`add map T ${MAPS.outCounters} { type ${addr} . inet_proto . inet_service : counter ; comment "Service to client packets per Service address" ; }`);
+  // Per direction of conntrack's tuple: before DNAT (priority -110) a client's packet still has the Service address
+  // as destination, after srcnat (300) a reply has it as source again. (nft 1.0.6 cannot key a map on
+  // `ct original proto-dst`, which would have done both in one place.) Every packet passes prerouting or output once,
+  // and input or postrouting once. Counted after the firewall checks: what they drop is not Service traffic.
+  const countIn = `ct direction original counter name ${ip} daddr . meta l4proto . th dport map @${MAPS.inCounters}`;
+  const countOut = `ct direction reply counter name ${ip} saddr . meta l4proto . th sport map @${MAPS.outCounters}`;
   const rules: Record<string, string[]> = {
-    [CHAINS.filterPrerouting]: [`ct state new jump ${CHAINS.firewallCheck}`],
+    [CHAINS.filterPrerouting]: [`ct state new jump ${CHAINS.firewallCheck}`, countIn],
     // reject is valid only in input, forward and output.
     [CHAINS.filterInput]: [`ct state new jump ${CHAINS.endpointsCheck}`],
     [CHAINS.filterForward]: [`ct state new jump ${CHAINS.endpointsCheck}`],
-    [CHAINS.filterOutput]: [`ct state new jump ${CHAINS.endpointsCheck}`, `ct state new jump ${CHAINS.firewallCheck}`],
+    [CHAINS.filterOutput]: [`ct state new jump ${CHAINS.endpointsCheck}`, `ct state new jump ${CHAINS.firewallCheck}`, countIn],
     [CHAINS.natPrerouting]: [`jump ${CHAINS.services}`],
     [CHAINS.natOutput]: [`jump ${CHAINS.services}`],
     [CHAINS.natPostrouting]: [`jump ${CHAINS.masquerading}`],
-    [CHAINS.services]: [`${ip} daddr . meta l4proto . th dport vmap @${MAPS.serviceIps}`, `${nodePortMatch} meta l4proto . th dport vmap @${MAPS.serviceNodePorts}`],
+    [CHAINS.countersInput]: [countOut],
+    [CHAINS.countersPostrouting]: [countOut],
+    // A nat chain sees a connection's first packet only: kube-proxy's layout makes this the connection count.
+    [CHAINS.services]: [
+      `counter name ${ip} daddr . meta l4proto . th dport map @${MAPS.connectionCounters}`,
+      `${ip} daddr . meta l4proto . th dport vmap @${MAPS.serviceIps}`,
+      `${nodePortMatch} meta l4proto . th dport vmap @${MAPS.serviceNodePorts}`,
+    ],
     [CHAINS.masquerading]: [`meta mark & ${MASQUERADE_MARK} == 0 return`, `meta mark set meta mark ^ ${MASQUERADE_MARK}`, 'masquerade fully-random'],
     [CHAINS.markForMasquerade]: [`meta mark set meta mark | ${MASQUERADE_MARK}`],
     [CHAINS.endpointsCheck]: [
@@ -170,11 +206,14 @@ export function renderTable(
 ): TableState {
   const base = renderBase(options);
   const groups = isGrouped(plans) ? plans : groupByOwner(plans);
-  const key = JSON.stringify(options);
+  // NodePorts are counted per node address, as proxy-ipvs has a virtual server per node address (not with
+  // nodePortBindOnAllIp: every local address answers then, and they are not known here).
+  const counterNodeAddresses = options.nodePortBindOnAllIp ? [] : nodePortIps;
+  const key = JSON.stringify([options, counterNodeAddresses]);
   const fragments = new Map<string, Fragment>();
   for (const [owner, group] of groups) {
     const cached = cache?.get(group);
-    const fragment = cached && cached.key === key ? cached.fragment : renderService(group, options);
+    const fragment = cached && cached.key === key ? cached.fragment : renderService(group, options, counterNodeAddresses);
     cache?.set(group, { key, fragment });
     fragments.set(owner, fragment);
   }
@@ -209,6 +248,8 @@ function tableState(base: readonly string[], nodePortIps: ReadonlySet<string>, f
     }
     return merged;
   };
+  // Merged apart from the rest: a scrape reads only the counters, and should not pay for the chains and maps.
+  let counters: Map<string, ServiceCounter> | undefined;
   return {
     base,
     nodePortIps,
@@ -223,15 +264,31 @@ function tableState(base: readonly string[], nodePortIps: ReadonlySet<string>, f
     get affinitySets() {
       return views().affinitySets;
     },
+    get counters() {
+      if (!counters) {
+        counters = new Map();
+        for (const fragment of fragments.values()) for (const [counter, counted] of fragment.counters) counters.set(counter, counted);
+      }
+      return counters;
+    },
   };
 }
 
-/** One Service's chains, map elements and affinity sets. */
-function renderService(plans: readonly ServicePortPlan[], options: RenderOptions): Fragment {
+/** The named counter of one Service address for one series; stable, so that a restart adopts it with its count. */
+export function counterName(kind: CounterKind, plan: Pick<ServicePortPlan, 'owner' | 'protocol' | 'portName'>, address: string, port: number): string {
+  return hashedName(COUNTER_PREFIX[kind], endpointBase(servicePortBase(plan.owner, plan.protocol, plan.portName), address, port));
+}
+
+const COUNTER_MAP_OF: Readonly<Record<CounterKind, MapName>> = { connections: MAPS.connectionCounters, in: MAPS.inCounters, out: MAPS.outCounters };
+
+/** One Service's chains, map elements, affinity sets and counters. */
+function renderService(plans: readonly ServicePortPlan[], options: RenderOptions, nodeAddresses: readonly string[]): Fragment {
   const ip = ipOf(options.family);
   const chains = new Map<string, string[]>();
   const elements: [MapName, string, string][] = [];
   const affinitySets = new Map<string, number>();
+  const counters = new Map<string, ServiceCounter>();
+  const counted = new Set<string>();
   const podCidrs = options.podCidrs.length > 0 ? `{ ${options.podCidrs.join(', ')} }` : undefined;
   const maps = {
     [MAPS.serviceIps]: { set: (key: string, verdict: string) => elements.push([MAPS.serviceIps, key, verdict]) },
@@ -256,6 +313,20 @@ function renderService(plans: readonly ServicePortPlan[], options: RenderOptions
     const usesExternalChain = hasAnyEndpoints && plan.externallyAccessible;
     const internalVerdict = hasAnyEndpoints ? 'drop' : `goto ${CHAINS.reject}`;
     const externalVerdict = internalVerdict;
+
+    // Three counters per address that reaches this port (what proxy-ipvs calls a virtual server).
+    const countedAddresses: [string, number][] = [[plan.clusterIp, plan.port], ...[...plan.externalIps, ...plan.loadBalancerIps].map((address): [string, number] => [address, plan.port])];
+    if (plan.nodePort !== 0) countedAddresses.push(...nodeAddresses.map((address): [string, number] => [address, plan.nodePort]));
+    for (const [address, port] of countedAddresses) {
+      const elementKey = key(address, port);
+      if (counted.has(elementKey)) continue;
+      counted.add(elementKey);
+      for (const kind of Object.keys(COUNTER_PREFIX) as CounterKind[]) {
+        const name = counterName(kind, plan, address, port);
+        counters.set(name, { kind, owner: plan.owner, address, protocol: plan.protocol, port });
+        elements.push([COUNTER_MAP_OF[kind], elementKey, name]);
+      }
+    }
 
     if (hasInternal) maps[MAPS.serviceIps].set(key(plan.clusterIp), `goto ${internalChain}`);
     else maps[MAPS.noEndpointServices].set(key(plan.clusterIp), internalVerdict);
@@ -324,5 +395,5 @@ function renderService(plans: readonly ServicePortPlan[], options: RenderOptions
       chains.set(endpointChainName(plan, endpoint), rules);
     }
   }
-  return { chains, elements, affinitySets };
+  return { chains, elements, affinitySets, counters };
 }

@@ -1,5 +1,5 @@
 import type { NftRuleset } from '@kube-router/netfilter';
-import { MAPS, NODEPORT_IPS_SET, PREFIX, isServiceObjectName } from './names.js';
+import { COUNTER_MAPS, COUNTER_PREFIX, MAPS, NODEPORT_IPS_SET, PREFIX, isServiceObjectName } from './names.js';
 import type { MapName } from './names.js';
 import { FIXED_CHAINS } from './render.js';
 import type { Fragment, TableState } from './render.js';
@@ -23,6 +23,16 @@ function elementLines(table: TableRef, verb: 'add' | 'delete', object: string, e
   return lines;
 }
 
+/** `key : value` of a map element: a counter's name is quoted (it holds slashes), a verdict is not. */
+function elementText(map: MapName, key: string, value: string): string {
+  return COUNTER_MAPS.has(map) ? `${key} : "${value}"` : `${key} : ${value}`;
+}
+
+/** One of the plugin's named counters (the others in the table, if any, are not its own to delete). */
+export function isServiceCounterName(name: string): boolean {
+  return isServiceObjectName(name) && Object.values(COUNTER_PREFIX).some((prefix) => name.startsWith(prefix));
+}
+
 function chainLines(table: TableRef, chain: string, rules: readonly string[]): string[] {
   return [`flush chain ${table} ${chain}`, ...rules.map((rule) => `add rule ${table} ${chain} ${rule}`)];
 }
@@ -41,6 +51,8 @@ function familyOf(table: TableRef): 'ip' | 'ip6' {
 export interface Listed {
   readonly chains: ReadonlySet<string>;
   readonly sets: ReadonlySet<string>;
+  /** Named counters; absent: none are known (none is deleted). */
+  readonly counters?: ReadonlySet<string>;
 }
 
 /**
@@ -52,16 +64,22 @@ export function fullScript(table: TableRef, desired: TableState, listed: Listed)
   const lines = desired.base.map((line) => withTable(table, line));
   lines.push(`flush set ${table} ${NODEPORT_IPS_SET}`, ...elementLines(table, 'add', NODEPORT_IPS_SET, [...desired.nodePortIps]));
   for (const [name, seconds] of desired.affinitySets) lines.push(affinitySetLine(table, familyOf(table), name, seconds));
+  // `add` of a counter that exists keeps its count: a restart or a periodic sync does not reset the series.
+  for (const name of desired.counters.keys()) lines.push(`add counter ${table} ${name}`);
   for (const chain of desired.chains.keys()) lines.push(`add chain ${table} ${chain}`);
   for (const [chain, rules] of desired.chains) lines.push(...chainLines(table, chain, rules));
   for (const map of ALL_MAPS) {
     lines.push(`flush map ${table} ${map}`);
-    lines.push(...elementLines(table, 'add', map, [...desired.maps[map]].map(([key, verdict]) => `${key} : ${verdict}`)));
+    lines.push(...elementLines(table, 'add', map, [...desired.maps[map]].map(([key, verdict]) => elementText(map, key, verdict))));
   }
   const staleChains = [...listed.chains].filter((chain) => isServiceObjectName(chain) && !desired.chains.has(chain)).sort();
   for (const chain of staleChains) lines.push(`flush chain ${table} ${chain}`);
   for (const set of [...listed.sets].filter((set) => set.startsWith(PREFIX.affinity) && !desired.affinitySets.has(set)).sort()) {
     lines.push(`delete set ${table} ${set}`);
+  }
+  // After the maps were flushed: a counter no element refers to any more can go in the same transaction.
+  for (const counter of [...(listed.counters ?? [])].filter((name) => isServiceCounterName(name) && !desired.counters.has(name)).sort()) {
+    lines.push(`delete counter ${table} ${counter}`);
   }
   return { script: `${lines.join('\n')}\n`, staleChains };
 }
@@ -76,7 +94,7 @@ export interface DiffResult {
   readonly addedChains: readonly string[];
 }
 
-const EMPTY_FRAGMENT: Fragment = { chains: new Map(), elements: [], affinitySets: new Map() };
+const EMPTY_FRAGMENT: Fragment = { chains: new Map(), elements: [], affinitySets: new Map(), counters: new Map() };
 
 /**
  * Only what changed between what was written and what is wanted: one transaction, no listing. Services whose fragment
@@ -97,7 +115,11 @@ export function diffScript(table: TableRef, written: TableState, desired: TableS
   const adds = new Map<MapName, string[]>(ALL_MAPS.map((map) => [map, []]));
   const staleChains: string[] = [];
   const deleteSets: string[] = [];
+  const addCounters: string[] = [];
+  const deleteCounters: string[] = [];
   const compare = (before: Fragment, after: Fragment) => {
+    for (const name of after.counters.keys()) if (!before.counters.has(name)) addCounters.push(`add counter ${table} ${name}`);
+    for (const name of before.counters.keys()) if (!after.counters.has(name)) deleteCounters.push(`delete counter ${table} ${name}`);
     for (const [name, seconds] of after.affinitySets) if (!before.affinitySets.has(name)) addSets.push(affinitySetLine(table, familyOf(table), name, seconds));
     for (const name of before.affinitySets.keys()) if (!after.affinitySets.has(name)) deleteSets.push(`delete set ${table} ${name}`);
     for (const [chain, rules] of after.chains) {
@@ -109,7 +131,7 @@ export function diffScript(table: TableRef, written: TableState, desired: TableS
     const beforeElements = new Map(before.elements.map(([map, key, verdict]) => [`${map}|${key}`, verdict]));
     const afterElements = new Map(after.elements.map(([map, key, verdict]) => [`${map}|${key}`, verdict]));
     for (const [map, key, verdict] of before.elements) if (afterElements.get(`${map}|${key}`) !== verdict) deletes.get(map)?.push(key);
-    for (const [map, key, verdict] of after.elements) if (beforeElements.get(`${map}|${key}`) !== verdict) adds.get(map)?.push(`${key} : ${verdict}`);
+    for (const [map, key, verdict] of after.elements) if (beforeElements.get(`${map}|${key}`) !== verdict) adds.get(map)?.push(elementText(map, key, verdict));
   };
   for (const [owner, fragment] of desired.fragments) {
     const before = written.fragments.get(owner);
@@ -117,11 +139,12 @@ export function diffScript(table: TableRef, written: TableState, desired: TableS
   }
   for (const [owner, fragment] of written.fragments) if (!desired.fragments.has(owner)) compare(fragment, EMPTY_FRAGMENT);
 
-  lines.push(...addSets, ...addChains.map((chain) => `add chain ${table} ${chain}`), ...chainRules);
+  lines.push(...addSets, ...addCounters, ...addChains.map((chain) => `add chain ${table} ${chain}`), ...chainRules);
   // Deletes first: an address:port that passes from one Service to another is deleted and added in this transaction.
   for (const [map, keys] of deletes) lines.push(...elementLines(table, 'delete', map, keys));
   for (const [map, elements] of adds) lines.push(...elementLines(table, 'add', map, elements));
-  lines.push(...staleChains.map((chain) => `flush chain ${table} ${chain}`), ...deleteSets);
+  // A counter goes after the elements that named it (the kernel refuses to delete one in use).
+  lines.push(...staleChains.map((chain) => `flush chain ${table} ${chain}`), ...deleteSets, ...deleteCounters);
   return { script: lines.length > 0 ? `${lines.join('\n')}\n` : '', operations: lines.length - baseLines, staleChains, addedChains: addChains };
 }
 
@@ -138,7 +161,7 @@ export interface Drift {
 
 /**
  * Compares a listing of the table (`nft -j list table`) with what was written. Chains are compared by presence and
- * rule count, maps element by element, the NodePort address set by its elements, affinity sets by presence: what
+ * rule count, maps element by element (counter maps too: which counter an address has, never its count), the NodePort address set by its elements, affinity sets by presence: what
  * someone else changed, removed or added. (A rule rewritten in place is not seen here, but the full write that follows
  * replaces it all the same.)
  */

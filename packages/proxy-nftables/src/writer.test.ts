@@ -54,6 +54,21 @@ describe('TableWriter', () => {
     expect(await tables.write(state(['10.244.0.5']), false)).toMatchObject({ mode: 'unchanged' });
   });
 
+  it('a full write deletes the plugin\'s counters the listing shows and no element needs, and keeps the others', async () => {
+    const listing = JSON.stringify({
+      nftables: [
+        { counter: { family: 'ip', name: 'in-AAAAAAAA-default/gone/tcp/http__10.96.0.99/80', table: 'kube-router-proxy', handle: 4, packets: 3, bytes: 180 } },
+        { counter: { family: 'ip', name: 'someone-elses', table: 'kube-router-proxy', handle: 5, packets: 0, bytes: 0 } },
+      ],
+    }).replaceAll('":', '": ').replaceAll(',"', ', "');
+    const runner = new RecordingRunner().on('nft', {}).on((spec) => spec.args?.includes('list') ?? false, { stdout: listing });
+    await writer(runner, { now: 0 }).write(state(['10.244.0.5']), true);
+    const script = runner.invocations.at(-1)?.input ?? '';
+    expect(script.match(/^delete counter .*$/gm)).toEqual(['delete counter ip kube-router-proxy in-AAAAAAAA-default/gone/tcp/http__10.96.0.99/80']);
+    // Cluster IP, external IP and the NodePort on the node's address: three counters each, added again (counts kept).
+    expect(script.match(/^add counter /gm)).toHaveLength(9);
+  });
+
   it('after a refused write, the next one lists the table and writes it all again', async () => {
     const runner = new RecordingRunner().on('nft', {}).on((spec) => spec.args?.includes('list') ?? false, { stdout: '{"nftables": []}' });
     runner.once((spec) => spec.args?.includes('-f') ?? false, { exitCode: 1, stderr: 'Error: Could not process rule: No such file or directory' });

@@ -1,4 +1,4 @@
-import { CommandError } from '@kube-router/netfilter';
+import { CommandError, parseNftJson } from '@kube-router/netfilter';
 import type { Nft } from '@kube-router/netfilter';
 import type { NftRuleset } from '@kube-router/netfilter';
 import type { TableState } from './render.js';
@@ -77,9 +77,9 @@ export class TableWriter {
   }
 
   async #writeFull(desired: TableState, written: TableState | undefined): Promise<WriteReport> {
-    const listing = await this.#list();
+    const { listing, counters } = (await this.#list()) ?? {};
     const drift = written && listing ? driftOf(listing, written, new Set(this.#stale.keys())) : undefined;
-    const listed = { chains: new Set(listing?.chains.map((chain) => chain.name)), sets: new Set(listing?.sets.map((set) => set.name)) };
+    const listed = { chains: new Set(listing?.chains.map((chain) => chain.name)), sets: new Set(listing?.sets.map((set) => set.name)), counters };
     const { script, staleChains } = fullScript(this.table, desired, listed);
     this.#written = undefined;
     const result = await this.#nft.apply(script);
@@ -91,13 +91,24 @@ export class TableWriter {
     return { mode: 'full', operations: desired.chains.size, drift, nftMs: result.durationMs };
   }
 
-  /** The table as the kernel has it; undefined when there is none yet. */
-  async #list(): Promise<NftRuleset | undefined> {
+  /** The table as the kernel has it, with the names of its counters; undefined when there is none yet. */
+  async #list(): Promise<{ listing: NftRuleset; counters: Set<string> } | undefined> {
     try {
-      return await this.#nft.list(['table', ...this.table.split(' ')]);
+      const { stdout } = await this.#nft.run(['-j', 'list', 'table', ...this.table.split(' ')]);
+      return { listing: parseNftJson(stdout), counters: counterNamesOf(stdout) };
     } catch (error) {
       if (error instanceof CommandError && /No such file or directory/.test(error.stderr)) return undefined;
       throw error;
     }
   }
+}
+
+/**
+ * The names of the named counters in `nft -j list table` output (parseNftJson skips counter objects). A counter object
+ * is `{"counter": {"family": …, "name": …`; a rule's counter statement never has a family.
+ */
+export function counterNamesOf(json: string): Set<string> {
+  const names = new Set<string>();
+  for (const match of json.matchAll(/\{"counter": \{"family": "[^"]*", "name": "([^"]+)"/g)) names.add(match[1] as string);
+  return names;
 }
