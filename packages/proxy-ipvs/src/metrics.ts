@@ -1,19 +1,9 @@
-import { gaugeOn, histogramOn } from '@kube-router/metrics';
-import { Gauge } from 'prom-client';
-import type { Histogram, Registry } from 'prom-client';
+import { gaugeOn, histogramOn, registerServiceTrafficSeries } from '@kube-router/metrics';
+import type { ServiceTraffic } from '@kube-router/metrics';
+import type { Gauge, Histogram, Registry } from 'prom-client';
 import { ipvsServiceId } from '@kube-router/netfilter';
 import type { IpvsServiceStats } from '@kube-router/netfilter';
 import type { DesiredVirtualServer } from './model.js';
-
-const SERVICE_LABELS = ['svc_namespace', 'service_name', 'service_vip', 'protocol', 'port'] as const;
-
-const COUNTERS: readonly [string, string, keyof Omit<IpvsServiceStats, 'service'>][] = [
-  ['kube_router_service_total_connections', 'Total incoming connections made', 'connections'],
-  ['kube_router_service_packets_in', 'Total incoming packets', 'packetsIn'],
-  ['kube_router_service_packets_out', 'Total outgoing packets', 'packetsOut'],
-  ['kube_router_service_bytes_in', 'Total incoming bytes', 'bytesIn'],
-  ['kube_router_service_bytes_out', 'Total outgoing bytes', 'bytesOut'],
-];
 
 /**
  * kube-router's proxy metrics. The per-Service series are read from the kernel when /metrics is scraped (one
@@ -36,47 +26,34 @@ export class ProxyMetrics {
       help: 'Time it took to export metrics',
       buckets: [0.01, 0.05, 0.1, 0.5, 1, 5],
     });
-    // One read of the kernel serves all five gauges of a scrape: prom-client collects them one after another.
-    let pending: Promise<IpvsServiceStats[]> | undefined;
-    const read = (): Promise<IpvsServiceStats[]> => {
-      if (!pending) {
-        const started = performance.now();
-        pending = readStats().finally(() => {
-          this.exportTime.observe((performance.now() - started) / 1000);
-          setTimeout(() => (pending = undefined), 0);
-        });
+    // The exporter's time is the read of the kernel, once per scrape whatever the number of series.
+    registerServiceTrafficSeries(registry, async () => {
+      const started = performance.now();
+      try {
+        return serviceTraffic(await readStats(), owners());
+      } finally {
+        this.exportTime.observe((performance.now() - started) / 1000);
       }
-      return pending;
-    };
-    for (const [name, help, field] of COUNTERS) {
-      // These read this instance's kernel and Services when scraped: a controller made again on the same registry
-      // (a custom assembly that restarts its plugins) takes them over instead of failing to register them.
-      registry.removeSingleMetric(name);
-      new Gauge({
-        name,
-        help,
-        labelNames: SERVICE_LABELS,
-        registers: [registry],
-        async collect() {
-          this.reset();
-          let stats: IpvsServiceStats[];
-          try {
-            stats = await read();
-          } catch {
-            return; // An unreadable kernel shows as missing series; the sync metrics report the failure.
-          }
-          const known = owners();
-          for (const entry of stats) {
-            const owner = known.get(ipvsServiceId(entry.service));
-            if (!owner) continue;
-            const [namespace = '', serviceName = ''] = owner.owner.split('/');
-            this.set(
-              { svc_namespace: namespace, service_name: serviceName, service_vip: entry.service.address, protocol: entry.service.protocol, port: String(entry.service.port) },
-              entry[field],
-            );
-          }
-        },
-      });
-    }
+    });
   }
+}
+
+/** Each virtual server of a Service (not the kernel's others) with its counts, under kube-router's labels. */
+function serviceTraffic(stats: readonly IpvsServiceStats[], owners: ReadonlyMap<string, DesiredVirtualServer>): ServiceTraffic[] {
+  return stats.flatMap((entry) => {
+    const owner = owners.get(ipvsServiceId(entry.service));
+    if (!owner) return [];
+    const [namespace = '', serviceName = ''] = owner.owner.split('/');
+    const { connections, packetsIn, packetsOut, bytesIn, bytesOut } = entry;
+    return [
+      {
+        labels: { svc_namespace: namespace, service_name: serviceName, service_vip: entry.service.address, protocol: entry.service.protocol, port: String(entry.service.port) },
+        connections,
+        packetsIn,
+        packetsOut,
+        bytesIn,
+        bytesOut,
+      },
+    ];
+  });
 }

@@ -7,7 +7,7 @@ import { isNftRefusal, listConntrackEntries, Mutex, Nft, nftTableLock } from '@k
 import type { CommandRunner, IpFamily } from '@kube-router/netfilter';
 import { deleteStaleFlow } from './conntrack.js';
 import { parseCounterListing, serviceTraffic } from './counters.js';
-import type { ServiceTraffic } from './counters.js';
+import type { ServiceTraffic } from '@kube-router/metrics';
 import { explainServicePath, servicePortOf } from './explain.js';
 import { ProxyNftablesMetrics } from './metrics.js';
 import { buildProxyModel, createModelCache } from './model.js';

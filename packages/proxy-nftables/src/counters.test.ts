@@ -1,7 +1,7 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { parseCounterListing, serviceTraffic } from './counters.js';
-import type { ServiceTraffic } from './counters.js';
+import type { ServiceTraffic } from '@kube-router/metrics';
 import { ProxyNftablesMetrics } from './metrics.js';
 import { buildProxyModel } from './model.js';
 import { counterName, renderTable } from './render.js';

@@ -1,28 +1,10 @@
+import type { ServiceTraffic } from '@kube-router/metrics';
 import type { ServiceCounter } from './render.js';
 
 /** One named counter's count as the kernel has it. */
 export interface CounterValue {
   readonly packets: number;
   readonly bytes: number;
-}
-
-/** kube-router's labels of a per-Service series (proxy-ipvs's, value for value). */
-export interface ServiceLabels {
-  readonly svc_namespace: string;
-  readonly service_name: string;
-  readonly service_vip: string;
-  readonly protocol: string;
-  readonly port: string;
-}
-
-/** What kube-router exports of one Service address (a virtual server in proxy-ipvs's terms). */
-export interface ServiceTraffic {
-  readonly labels: ServiceLabels;
-  connections: number;
-  packetsIn: number;
-  packetsOut: number;
-  bytesIn: number;
-  bytesOut: number;
 }
 
 /** About this much of the listing is parsed between two yields to the event loop (a few ms each). */
@@ -71,7 +53,7 @@ export async function parseCounterListing(json: string): Promise<Map<string, Cou
  * out; an address shows once any of its counters was read.
  */
 export function serviceTraffic(written: ReadonlyMap<string, ServiceCounter>, values: ReadonlyMap<string, CounterValue>): ServiceTraffic[] {
-  const byAddress = new Map<string, ServiceTraffic>();
+  const byAddress = new Map<string, Mutable<ServiceTraffic>>();
   for (const [name, value] of values) {
     const counter = written.get(name);
     if (!counter) continue;
@@ -106,3 +88,5 @@ export function serviceTraffic(written: ReadonlyMap<string, ServiceCounter>, val
   }
   return [...byAddress.values()];
 }
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };

@@ -1,18 +1,6 @@
-import { counterOn, gaugeOn, histogramOn } from '@kube-router/metrics';
-import { Gauge } from 'prom-client';
-import type { Counter, Histogram, Registry } from 'prom-client';
-import type { ServiceTraffic } from './counters.js';
-
-const SERVICE_LABELS = ['svc_namespace', 'service_name', 'service_vip', 'protocol', 'port'] as const;
-
-/** kube-router's per-Service series, as proxy-ipvs exports them (names, help and labels alike). */
-const SERVICE_SERIES: readonly [string, string, keyof Omit<ServiceTraffic, 'labels'>][] = [
-  ['kube_router_service_total_connections', 'Total incoming connections made', 'connections'],
-  ['kube_router_service_packets_in', 'Total incoming packets', 'packetsIn'],
-  ['kube_router_service_packets_out', 'Total outgoing packets', 'packetsOut'],
-  ['kube_router_service_bytes_in', 'Total incoming bytes', 'bytesIn'],
-  ['kube_router_service_bytes_out', 'Total outgoing bytes', 'bytesOut'],
-];
+import { counterOn, gaugeOn, histogramOn, registerServiceTrafficSeries } from '@kube-router/metrics';
+import type { ServiceTraffic } from '@kube-router/metrics';
+import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** Reads the per-Service counters from the kernel; what cannot be read is left out (and logged) by the reader. */
 export type ServiceTrafficReader = () => Promise<readonly ServiceTraffic[]>;
@@ -47,36 +35,6 @@ export class ProxyNftablesMetrics {
     this.servicePorts = gaugeOn(registry, { name: 'kube_router_proxy_nftables_service_ports', help: 'Service ports programmed in the nftables proxy tables', labelNames: ['family'] });
     this.conntrackDeleted = counterOn(registry, { name: 'kube_router_proxy_conntrack_entries_deleted_total', help: 'UDP conntrack entries deleted because their endpoint went' });
     this.syncFailures = counterOn(registry, { name: 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total', help: 'Failed nftables transactions of the proxy tables' });
-    if (readTraffic) registerServiceSeries(registry, readTraffic);
-  }
-}
-
-/**
- * The five gauges, filled when scraped. One read of the kernel serves all five of a scrape (prom-client collects them
- * one after another), as proxy-ipvs's `pending`; a failed read leaves the series missing, never fails the scrape.
- */
-function registerServiceSeries(registry: Registry, readTraffic: ServiceTrafficReader): void {
-  let pending: Promise<readonly ServiceTraffic[]> | undefined;
-  const read = (): Promise<readonly ServiceTraffic[]> => {
-    if (!pending) {
-      pending = readTraffic().catch(() => []);
-      void pending.finally(() => setTimeout(() => (pending = undefined), 0));
-    }
-    return pending;
-  };
-  for (const [name, help, field] of SERVICE_SERIES) {
-    // Read from this instance's tables when scraped: a controller made again on the same registry (a custom assembly
-    // that restarts its plugins, or proxy-ipvs's series of the same names) is taken over instead of failing to register.
-    registry.removeSingleMetric(name);
-    new Gauge({
-      name,
-      help,
-      labelNames: SERVICE_LABELS,
-      registers: [registry],
-      async collect() {
-        this.reset();
-        for (const traffic of await read()) this.set({ ...traffic.labels }, traffic[field]);
-      },
-    });
+    if (readTraffic) registerServiceTrafficSeries(registry, readTraffic);
   }
 }
