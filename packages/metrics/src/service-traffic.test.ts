@@ -40,8 +40,10 @@ describe('registerServiceTrafficSeries', () => {
 
   it('leaves the series out of a scrape whose read fails, and a second registration takes the gauges over', async () => {
     const registry = new Registry();
-    registerServiceTrafficSeries(registry, () => Promise.reject(new Error('nft: no such table')));
+    const errors: unknown[] = [];
+    registerServiceTrafficSeries(registry, () => Promise.reject(new Error('nft: no such table')), (error) => errors.push(error));
     const failed = await registry.metrics();
+    expect(errors.map(String)).toEqual(['Error: nft: no such table']);
     expect(failed).toContain('# TYPE kube_router_service_total_connections gauge');
     expect(failed).not.toMatch(/^kube_router_service_total_connections\{/m);
     registerServiceTrafficSeries(registry, async () => [web]);

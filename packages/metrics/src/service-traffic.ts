@@ -35,15 +35,23 @@ const SERVICE_TRAFFIC_SERIES: readonly [string, string, keyof Omit<ServiceTraffi
  * Registers kube-router's five per-Service gauges (`kube_router_service_*`), filled from `read` when /metrics is
  * scraped, not at each sync, so that they are current whatever the sync period (kube-router #1875). One read serves
  * all five gauges of a scrape (prom-client collects them one after another). A read that fails leaves the series
- * missing from that scrape, never fails it: the sync metrics report a broken kernel. The gauges read this caller's
+ * missing from that scrape, never fails it, and goes to `onReadError` (to be logged): the sync metrics report a broken
+ * kernel. The gauges read this caller's
  * kernel, so a proxy made again on the same registry (a custom assembly that restarts its plugins, or the other proxy)
  * takes them over instead of failing to register them.
  */
-export function registerServiceTrafficSeries(registry: Registry, read: () => Promise<readonly ServiceTraffic[]>): void {
+export function registerServiceTrafficSeries(
+  registry: Registry,
+  read: () => Promise<readonly ServiceTraffic[]>,
+  onReadError: (error: unknown) => void = () => undefined,
+): void {
   let pending: Promise<readonly ServiceTraffic[]> | undefined;
   const readOnce = (): Promise<readonly ServiceTraffic[]> => {
     if (!pending) {
-      pending = read().catch(() => []);
+      pending = read().catch((error: unknown) => {
+        onReadError(error);
+        return [];
+      });
       void pending.finally(() => setTimeout(() => (pending = undefined), 0));
     }
     return pending;

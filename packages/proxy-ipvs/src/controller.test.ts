@@ -202,6 +202,12 @@ describe('proxy controller: where a sync takes the IPVS state from', () => {
         const refused = input.filter((line) => refuse?.(line));
         for (const line of input) {
           if (refused.includes(line)) continue;
+          // What exists already is refused, as the kernel does (File exists).
+          const object = line.split(' -s ')[0]!.split(' -m ')[0]!;
+          if ((line.startsWith('-A ') || line.startsWith('-a ')) && lines.some((kept) => kept.startsWith(object))) {
+            refused.push(line);
+            continue;
+          }
           if (line.startsWith('-A ') || line.startsWith('-a ')) lines.push(line);
           if (line.startsWith('-d ')) {
             const [, , service, , destination] = line.split(' ');
@@ -234,20 +240,56 @@ describe('proxy controller: where a sync takes the IPVS state from', () => {
     expect(proxy.controller.lastSync()).toMatchObject({ ipvsStateFrom: 'model', ipvsOperations: 2 });
     expect(ipvsInput(runner)).toContain('-a -t 10.96.0.2:80 -r 10.244.0.3:8080 -m -w 1\n-d -t 10.96.0.2:80 -r 10.244.0.2:8080');
 
-    // Refused lines: the sync reads the kernel to learn what applied, and the next event sync reads it again.
+    // Refused lines: the sync reads the kernel to learn what applied; the refused Service leaves the record.
     refuseNext = true;
     objects.slices = [slice(['10.244.0.3', '10.244.0.9'])];
     expect(await proxy.sync('endpointslice changed')).toEqual(['service/ns/web']);
     const afterRefusal = ipvsSaves(runner);
     expect(afterRefusal).toBe(2);
+    // The next event sync plans it from scratch: the kernel refuses what exists, the retry reads the kernel, and the
+    // missing real server is added.
     refuseNext = false;
     expect(await proxy.sync('endpointslice changed')).toEqual([]);
     expect(ipvsSaves(runner)).toBe(afterRefusal + 1);
-    expect(proxy.controller.lastSync()).toMatchObject({ ipvsStateFrom: 'kernel', ipvsOperations: 1 });
+    expect(ipvsInput(runner).split('\n').filter((line) => line === '-a -t 10.96.0.2:80 -r 10.244.0.9:8080 -m -w 1').length).toBeGreaterThanOrEqual(2);
+    // Once applied, it is in the record again: no read.
+    objects.slices = [slice(['10.244.0.9'])];
+    expect(await proxy.sync('endpointslice changed')).toEqual([]);
+    expect(ipvsSaves(runner)).toBe(afterRefusal + 1);
+    expect(proxy.controller.lastSync()).toMatchObject({ ipvsStateFrom: 'model', ipvsOperations: 1 });
 
     // The periodic sync always reads, whatever the record says.
     expect(await proxy.sync('periodic')).toEqual([]);
     expect(ipvsSaves(runner)).toBe(afterRefusal + 2);
     expect(proxy.controller.lastSync()).toMatchObject({ ipvsStateFrom: 'kernel', ipvsOperations: 0 });
+  });
+  it('trusts no record after an apply that threw halfway (ipvsadm killed after the kernel took some lines): the next event sync reads IPVS', async () => {
+    let throwOnce = false;
+    const runner = ipvsKernel();
+    const base = runner;
+    const objects = { services: [svc('web', { clusterIP: '10.96.0.2' })], slices: [slice(['10.244.0.2'])], node };
+    const proxy = controllerHarness(
+      {
+        run: async (spec) => {
+          const result = await base.run(spec);
+          if (throwOnce && spec.command === 'ipvsadm' && spec.args?.includes('-R')) {
+            throwOnce = false;
+            throw new Error('ipvsadm -R: timed out after 60000 ms');
+          }
+          return result;
+        },
+      },
+      objects,
+      { enableIpv6: false },
+    );
+    expect(await proxy.sync('initial')).toEqual([]);
+    throwOnce = true;
+    objects.slices = [slice(['10.244.0.2', '10.244.0.5'])];
+    expect(await proxy.sync('endpointslice changed')).toEqual(['ipvs']);
+    // Back to the first state: the kernel took 10.244.0.5 before ipvsadm died, so it must be deleted.
+    objects.slices = [slice(['10.244.0.2'])];
+    expect(await proxy.sync('endpointslice changed')).toEqual([]);
+    expect(proxy.controller.lastSync()).toMatchObject({ ipvsStateFrom: 'kernel', ipvsOperations: 1 });
+    expect(ipvsInput(runner)).toContain('-d -t 10.96.0.2:80 -r 10.244.0.5:8080');
   });
 });

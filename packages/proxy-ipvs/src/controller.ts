@@ -148,7 +148,9 @@ class ProxySync {
     this.#hairpin = new HairpinStage(common, ctx.logger);
     this.#healthChecks = new HealthCheckServers(options.healthCheckBindAddress, ctx.logger);
     this.#warnings = new SyncWarnings((namespace, name, reason, message) => deps.sources.warnService(namespace, name, reason, message));
-    this.#metrics = new ProxyMetrics(ctx.metrics.registry, () => dataplane.ipvs.stats(), () => this.desired);
+    this.#metrics = new ProxyMetrics(ctx.metrics.registry, () => dataplane.ipvs.stats(), () => this.desired, (error) =>
+      ctx.logger.warn({ err: error }, 'proxy: could not read the IPVS statistics; the per-Service series are missing from this scrape'),
+    );
   }
 
   /** IPVS's connection table: which real server each client connection went to. */

@@ -51,8 +51,9 @@ export class IpvsStage {
   /** The services and real servers (drainKey) the last sync left in the kernel as wanted; empty until one applied cleanly. */
   #inPlace: IpvsObjects = { services: new Set(), destinations: new Set() };
   /**
-   * Our virtual servers as the last clean apply left them in the kernel, and how many services the kernel held then;
-   * undefined until a full sync applied cleanly, and after any refusal.
+   * Our virtual servers as the last apply left them in the kernel (without a Service the kernel refused, whose state
+   * is unknown), and how many services the kernel held then; undefined before the first apply and while an apply is
+   * under way, so that one that throws halfway leaves no record to trust.
    */
   #applied: { readonly servers: readonly IpvsVirtualServer[]; readonly kernelServices: number } | undefined;
   /** Stale flows whose deletion failed, by staleFlowsKey: tried again at the next sync. */
@@ -80,13 +81,16 @@ export class IpvsStage {
     const drift = applied ? { services: [], destinations: [] } : this.#driftIn(current, wanted);
     const planOf = await this.#planner(model);
     const plan = planOf(current);
+    this.#applied = undefined;
     const restored = await this.#ipvs.restore([...plan.deletions, ...[...plan.byService.values()].flat()]);
     let operations = restored.lines;
     let restoreMs = restored.durationMs;
+    let refused: ReadonlySet<string> = new Set();
     if (restored.stderr) {
       const retried = await this.#retryRefused(planOf, model, restored.stderr, failures, warnings);
       operations += retried.operations;
       restoreMs += retried.restoreMs;
+      refused = retried.refused;
     }
     this.#draining = plan.draining;
     // Only a clean apply says what is in the kernel now; after a refusal the next save is all there is to go by.
@@ -95,7 +99,9 @@ export class IpvsStage {
     let added = 0;
     for (const id of model.virtualServers.keys()) if (!inKernel.has(id)) added++;
     const virtualServers = (applied?.kernelServices ?? current.length) - plan.deletions.length + added;
-    this.#applied = restored.stderr ? undefined : { servers: [...model.virtualServers.values()], kernelServices: virtualServers };
+    // After a refusal the retry has put every other Service as wanted: a refused one stays out of the record, so that
+    // an event sync plans it from scratch (and the kernel refuses it again, alone) rather than from a guess.
+    this.#applied = { servers: [...model.virtualServers.values()].filter((server) => !refused.has(server.id)), kernelServices: virtualServers };
     const conntrackDeleted = await this.#deleteStaleFlows(plan.staleFlows, failures);
     return { operations, stateFrom: applied ? 'model' : 'kernel', saveMs, restoreMs, virtualServers, drift, conntrackDeleted };
   }
@@ -170,9 +176,10 @@ export class IpvsStage {
     stderr: string,
     failures: SyncFailures,
     warnings: SyncWarnings,
-  ): Promise<{ operations: number; restoreMs: number }> {
+  ): Promise<{ operations: number; restoreMs: number; refused: ReadonlySet<string> }> {
     let operations = 0;
     let restoreMs = 0;
+    const refused = new Set<string>();
     const leftover = planOf(await this.#ipvs.save());
     for (const [id, serviceLines] of leftover.byService) {
       const owner = model.virtualServers.get(id)?.owner ?? id;
@@ -180,12 +187,13 @@ export class IpvsStage {
       operations += retry.lines;
       restoreMs += retry.durationMs;
       if (!retry.stderr) continue;
+      refused.add(id);
       const error = new Error(`IPVS refused ${id}: ${retry.stderr}`);
       failures.add(`service/${owner}`, error);
       warnings.warn(owner, 'IpvsServiceNotProgrammed', error.message);
     }
     for (const line of leftover.deletions) failures.add(`ipvs-cleanup/${line}`, new Error(`IPVS refused "${line}": ${stderr}`));
-    return { operations, restoreMs };
+    return { operations, restoreMs, refused };
   }
 }
 

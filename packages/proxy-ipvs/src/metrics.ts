@@ -14,7 +14,12 @@ export class ProxyMetrics {
   readonly syncTime: Histogram;
   readonly exportTime: Histogram;
 
-  constructor(registry: Registry, readStats: () => Promise<IpvsServiceStats[]>, owners: () => ReadonlyMap<string, DesiredVirtualServer>) {
+  constructor(
+    registry: Registry,
+    readStats: () => Promise<IpvsServiceStats[]>,
+    owners: () => ReadonlyMap<string, DesiredVirtualServer>,
+    onReadError?: (error: unknown) => void,
+  ) {
     this.ipvsServices = gaugeOn(registry, { name: 'kube_router_controller_ipvs_services', help: 'Number of ipvs services in the instance' });
     this.syncTime = histogramOn(registry, {
       name: 'kube_router_controller_ipvs_services_sync_time',
@@ -34,7 +39,7 @@ export class ProxyMetrics {
       } finally {
         this.exportTime.observe((performance.now() - started) / 1000);
       }
-    });
+    }, onReadError);
   }
 }
 
