@@ -19,12 +19,11 @@ import { GobgpClient, loadGobgpApi } from '../src/gobgp-api.js';
 import { decodeWatchEvent } from '../src/path-decoder.js';
 import { podCidrPath } from '../src/paths.js';
 import { createMesh, nodeObject, routingAgent, sh, type MeshNode } from '../src/testing/mesh.js';
+import { AGENT_ROUTE_SYNC_LIMITS, AGENT_ROUTING_LIMITS, median, sleep } from './shared.js';
 
 const ROUTES = Number(process.env.ROUTES ?? 5_000);
 const cidrs = Array.from({ length: ROUTES }, (_, i) => `10.${100 + Math.floor(i / 256)}.${i % 256}.0/24`);
 const countKernelRoutes = async (netns: string) => Number((await sh('sh', ['-c', 'ip route show proto 17 | wc -l'], netns)).trim());
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * What the bench asks a gobgpd beside the agent's client: when a session reached ESTABLISHED (a watch of peer events
@@ -121,13 +120,7 @@ try {
   server.create(nodeObject(n1));
   server.create(nodeObject(n2));
   // Both controllers with the agent's own sync limits (at most one sync a second each), not the tests' fast ones.
-  const agent = routingAgent(
-    mesh,
-    n1,
-    await server.writeKubeconfig(),
-    { bgpPort: 179, syncPeriodMs: 60_000, minSyncIntervalMs: 1_000 },
-    { syncPeriodMs: 60_000, minSyncIntervalMs: 1_000 },
-  );
+  const agent = routingAgent(mesh, n1, await server.writeKubeconfig(), AGENT_ROUTING_LIMITS, AGENT_ROUTE_SYNC_LIMITS);
   // Every hand-over to route-sync, timed where it happens (polling wantedRoutes() would load the loop measured).
   let handedAt = 0;
   let handOvers = 0;
