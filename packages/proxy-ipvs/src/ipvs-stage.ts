@@ -1,7 +1,7 @@
 import type { SyncFailures } from '@kube-router/controller';
 import { ipvsAddressFamily, ipvsServiceId } from '@kube-router/netfilter';
 import type { ConntrackFilter, IpvsDestinationConnections, Ipvsadm, IpvsVirtualServer } from '@kube-router/netfilter';
-import type { ProxyModel } from './model.js';
+import type { DesiredVirtualServer, ProxyModel } from './model.js';
 import { drainKey, planIpvs } from './plan.js';
 import type { DrainingDestination, IpvsPlan, StaleFlows } from './plan.js';
 import type { SyncWarnings } from '@kube-router/controller';
@@ -48,14 +48,14 @@ export class IpvsStage {
   readonly #ipvs: Ipvsadm;
   readonly #options: IpvsStageOptions;
   #draining: ReadonlyMap<string, DrainingDestination> = new Map();
-  /** The services and real servers (drainKey) the last sync left in the kernel as wanted; empty until one applied cleanly. */
-  #inPlace: IpvsObjects = { services: new Set(), destinations: new Set() };
+  /** The virtual servers the last clean apply left in the kernel as wanted; undefined until one applied cleanly. */
+  #inPlace: ReadonlyMap<string, IpvsVirtualServer> | undefined;
   /**
    * Our virtual servers as the last apply left them in the kernel (without a Service the kernel refused, whose state
    * is unknown), and how many services the kernel held then; undefined before the first apply and while an apply is
    * under way, so that one that throws halfway leaves no record to trust.
    */
-  #applied: { readonly servers: readonly IpvsVirtualServer[]; readonly kernelServices: number } | undefined;
+  #applied: { readonly servers: ReadonlyMap<string, DesiredVirtualServer>; readonly kernelServices: number } | undefined;
   /** Stale flows whose deletion failed, by staleFlowsKey: tried again at the next sync. */
   #staleFlowsPending = new Map<string, StaleFlows>();
 
@@ -71,39 +71,42 @@ export class IpvsStage {
 
   async apply(model: ProxyModel, failures: SyncFailures, warnings: SyncWarnings, { full }: { readonly full: boolean }): Promise<IpvsApplied> {
     // Draining real servers are weighed by their connections, read from the kernel anyway: then the kernel's state too.
-    const applied = !full && this.#draining.size === 0 ? this.#applied : undefined;
+    const record = !full && this.#draining.size === 0 ? this.#applied : undefined;
     const saveStarted = performance.now();
-    const current = applied?.servers ?? (await this.#ipvs.save());
-    const saveMs = applied ? 0 : performance.now() - saveStarted;
-    // The model's services and real servers, once a sync: what drift is looked for against, and what stays in place.
-    const wanted = wantedObjects(model);
-    // Drift is what a read of the kernel finds: the record of the last apply has none.
-    const drift = applied ? { services: [], destinations: [] } : this.#driftIn(current, wanted);
-    const planOf = await this.#planner(model);
-    const plan = planOf(current);
+    const read = record ? undefined : await this.#ipvs.save();
+    const saveMs = record ? 0 : performance.now() - saveStarted;
+    // From the record, only what changed is planned: the model keeps an unchanged Service's virtual servers as the
+    // same objects (its cache), so one endpoint change plans one service, not every service of the cluster.
+    const { state, desired } = read ? { state: read, desired: model.virtualServers } : changedSince(record!.servers, model.virtualServers);
+    const known = read ? new Map(read.map((server) => [ipvsServiceId(server.service), server])) : record!.servers;
+    // Drift is what a read of the kernel finds (the record of the last apply has none), against what the last apply left.
+    const drift = read ? this.#driftIn(read, model) : { services: [], destinations: [] };
+    const planFrom = await this.#planner();
+    const plan = planFrom(state, desired);
     this.#applied = undefined;
     const restored = await this.#ipvs.restore([...plan.deletions, ...[...plan.byService.values()].flat()]);
     let operations = restored.lines;
     let restoreMs = restored.durationMs;
     let refused: ReadonlySet<string> = new Set();
     if (restored.stderr) {
-      const retried = await this.#retryRefused(planOf, model, restored.stderr, failures, warnings);
+      // The retry reads the kernel and plans every Service: a partial plan would take the others for unwanted.
+      const retried = await this.#retryRefused((current) => planFrom(current, model.virtualServers), model, restored.stderr, failures, warnings);
       operations += retried.operations;
       restoreMs += retried.restoreMs;
       refused = retried.refused;
     }
     this.#draining = plan.draining;
     // Only a clean apply says what is in the kernel now; after a refusal the next save is all there is to go by.
-    this.#inPlace = restored.stderr ? { services: new Set(), destinations: new Set() } : wanted;
-    const inKernel = new Set(current.map((server) => ipvsServiceId(server.service)));
+    this.#inPlace = restored.stderr ? undefined : model.virtualServers;
     let added = 0;
-    for (const id of model.virtualServers.keys()) if (!inKernel.has(id)) added++;
-    const virtualServers = (applied?.kernelServices ?? current.length) - plan.deletions.length + added;
+    for (const id of desired.keys()) if (!known.has(id)) added++;
+    const virtualServers = (record?.kernelServices ?? known.size) - plan.deletions.length + added;
     // After a refusal the retry has put every other Service as wanted: a refused one stays out of the record, so that
     // an event sync plans it from scratch (and the kernel refuses it again, alone) rather than from a guess.
-    this.#applied = { servers: [...model.virtualServers.values()].filter((server) => !refused.has(server.id)), kernelServices: virtualServers };
+    const servers = refused.size === 0 ? model.virtualServers : new Map([...model.virtualServers].filter(([id]) => !refused.has(id)));
+    this.#applied = { servers, kernelServices: virtualServers };
     const conntrackDeleted = await this.#deleteStaleFlows(plan.staleFlows, failures);
-    return { operations, stateFrom: applied ? 'model' : 'kernel', saveMs, restoreMs, virtualServers, drift, conntrackDeleted };
+    return { operations, stateFrom: record ? 'model' : 'kernel', saveMs, restoreMs, virtualServers, drift, conntrackDeleted };
   }
 
   /**
@@ -138,20 +141,23 @@ export class IpvsStage {
     return deleted;
   }
 
-  /** The wanted services and real servers that the last sync left in place and the kernel no longer has. */
-  #driftIn(current: readonly IpvsVirtualServer[], wanted: IpvsObjects): IpvsApplied['drift'] {
-    const found = wantedObjects({ virtualServers: new Map(current.map((server) => [ipvsServiceId(server.service), server])) });
+  /** The wanted services and real servers that the last clean apply left in place and the kernel no longer has. */
+  #driftIn(current: readonly IpvsVirtualServer[], model: ProxyModel): IpvsApplied['drift'] {
+    if (!this.#inPlace) return { services: [], destinations: [] };
+    const inPlace = wantedObjects(this.#inPlace);
+    const wanted = wantedObjects(model.virtualServers);
+    const found = wantedObjects(new Map(current.map((server) => [ipvsServiceId(server.service), server])));
     return {
-      services: [...this.#inPlace.services].filter((id) => wanted.services.has(id) && !found.services.has(id)),
+      services: [...inPlace.services].filter((id) => wanted.services.has(id) && !found.services.has(id)),
       // A real server of a service that is gone is counted with its service.
-      destinations: [...this.#inPlace.destinations].filter(
+      destinations: [...inPlace.destinations].filter(
         (key) => wanted.destinations.has(key) && !found.destinations.has(key) && found.services.has(key.slice(0, key.indexOf('>'))),
       ),
     };
   }
 
-  /** Plans from a kernel state to the model; the connection counts of the real servers are read while any drains. */
-  async #planner(model: ProxyModel): Promise<(state: readonly IpvsVirtualServer[]) => IpvsPlan> {
+  /** Plans from a state to what is wanted; the connection counts of the real servers are read while any drains. */
+  async #planner(): Promise<(state: readonly IpvsVirtualServer[], desired: ReadonlyMap<string, DesiredVirtualServer>) => IpvsPlan> {
     let connections: Map<string, IpvsDestinationConnections> | undefined;
     if (this.#draining.size > 0) {
       connections = new Map((await this.#ipvs.connections()).map((entry) => [drainKey(entry.service, entry), entry]));
@@ -163,7 +169,7 @@ export class IpvsStage {
       draining: this.#draining,
       ...(connections !== undefined && { connections }),
     };
-    return (state) => planIpvs(state, model.virtualServers, context);
+    return (state, desired) => planIpvs(state, desired, context);
   }
 
   /**
@@ -208,12 +214,33 @@ interface IpvsObjects {
   readonly destinations: ReadonlySet<string>;
 }
 
-function wantedObjects(model: { readonly virtualServers: ReadonlyMap<string, IpvsVirtualServer> }): IpvsObjects {
+function wantedObjects(virtualServers: ReadonlyMap<string, IpvsVirtualServer>): IpvsObjects {
   const services = new Set<string>();
   const destinations = new Set<string>();
-  for (const [id, server] of model.virtualServers) {
+  for (const [id, server] of virtualServers) {
     services.add(id);
     for (const destination of server.destinations) destinations.add(drainKey(server.service, destination));
   }
   return { services, destinations };
+}
+
+/**
+ * What an event sync plans from the record of the last apply: the virtual servers whose wanted object is not the one
+ * applied (new or changed), and the applied ones no longer wanted (to delete), each with what the record says the
+ * kernel has of it.
+ */
+function changedSince(
+  applied: ReadonlyMap<string, DesiredVirtualServer>,
+  wanted: ReadonlyMap<string, DesiredVirtualServer>,
+): { state: IpvsVirtualServer[]; desired: Map<string, DesiredVirtualServer> } {
+  const state: IpvsVirtualServer[] = [];
+  const desired = new Map<string, DesiredVirtualServer>();
+  for (const [id, want] of wanted) {
+    const had = applied.get(id);
+    if (had === want) continue;
+    desired.set(id, want);
+    if (had) state.push(had);
+  }
+  for (const [id, had] of applied) if (!wanted.has(id)) state.push(had);
+  return { state, desired };
 }
