@@ -292,4 +292,19 @@ describe('proxy controller: where a sync takes the IPVS state from', () => {
     expect(proxy.controller.lastSync()).toMatchObject({ ipvsStateFrom: 'kernel', ipvsOperations: 1 });
     expect(ipvsInput(runner)).toContain('-d -t 10.96.0.2:80 -r 10.244.0.5:8080');
   });
+  it('writes no ipset on a triggered sync that changes only endpoints, and writes them when a Service comes', async () => {
+    const runner = ipvsKernel();
+    const objects = { services: [svc('web', { clusterIP: '10.96.0.2' })], slices: [slice(['10.244.0.2'])], node };
+    const proxy = controllerHarness(runner, objects, { enableIpv6: false });
+    const ipsetRestores = () => runner.invocations.filter((invocation) => invocation.command === 'ipset' && invocation.args[0] === 'restore').length;
+    expect(await proxy.sync('initial')).toEqual([]);
+    const afterInitial = ipsetRestores();
+    objects.slices = [slice(['10.244.0.3'])];
+    expect(await proxy.sync('endpointslice changed')).toEqual([]);
+    expect(ipsetRestores()).toBe(afterInitial);
+    objects.services = [...objects.services, svc('api', { clusterIP: '10.96.0.9' })];
+    expect(await proxy.sync('service changed')).toEqual([]);
+    expect(ipsetRestores()).toBe(afterInitial + 1);
+    expect(ipsetInput(runner)).toContain('add kube-router-svip-prt-t 10.96.0.9,tcp:80');
+  });
 });

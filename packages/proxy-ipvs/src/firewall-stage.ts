@@ -45,6 +45,8 @@ export class FirewallStage {
   readonly #options: FirewallOptions;
   readonly #nodeName: string;
   readonly #appliedSets = new Map<IpFamily, string>();
+  /** What the family's sets were last written (or found unchanged) from: a triggered sync that finds the same skips them. */
+  readonly #setInputs = new Map<IpFamily, { readonly servers: readonly DesiredVirtualServer[]; readonly localAddresses: readonly string[] }>();
   readonly #appliedChains = new Map<IpFamily, string>();
   readonly #record = new FirewallRecord();
 
@@ -90,6 +92,11 @@ export class FirewallStage {
     found: ProxySetsFound | undefined,
     failures: SyncFailures,
   ): Promise<readonly string[]> {
+    // The members of 10,000 Services are 10,000s of strings to sort and compare: a triggered sync whose virtual servers
+    // are the same objects (the model's cache) or differ in nothing the sets hold (an endpoint changed) skips it.
+    const last = this.#setInputs.get(family);
+    if (!inputs.full && last && this.#appliedSets.has(family) && sameSetInputs(last, servers, inputs.localAddresses)) return [];
+    this.#setInputs.delete(family);
     const ipPort = (server: DesiredVirtualServer) => `${server.service.address},${server.service.protocol}:${server.service.port}`;
     const firewalled = servers.filter((server) => server.sourceRanges !== undefined);
     const members = {
@@ -107,6 +114,7 @@ export class FirewallStage {
       this.#dataplane.refreshSets(family, members, found?.names),
     );
     if (written === 'failed') this.#record.forgetSets(names);
+    else this.#setInputs.set(family, { servers, localAddresses: inputs.localAddresses });
     if (written === 'unchanged' || written === 'failed') return [];
     this.#record.setsWritten(written);
     return drift;
@@ -170,4 +178,25 @@ async function applyOnChange<T>(
   if (!result) return 'failed';
   applied.set(family, key);
   return result.value;
+}
+
+/** Whether the sets would hold the same members: the same virtual servers in the same order, alike in what the sets take. */
+function sameSetInputs(
+  last: { readonly servers: readonly DesiredVirtualServer[]; readonly localAddresses: readonly string[] },
+  servers: readonly DesiredVirtualServer[],
+  localAddresses: readonly string[],
+): boolean {
+  if (last.servers.length !== servers.length || last.localAddresses.join() !== localAddresses.join()) return false;
+  return servers.every((server, index) => {
+    const before = last.servers[index]!;
+    return (
+      server === before ||
+      (server.service.address === before.service.address &&
+        server.service.protocol === before.service.protocol &&
+        server.service.port === before.service.port &&
+        server.noEndpoints === before.noEndpoints &&
+        (server.sourceRanges ?? []).join() === (before.sourceRanges ?? []).join() &&
+        (server.sourceRanges === undefined) === (before.sourceRanges === undefined))
+    );
+  });
 }
