@@ -187,6 +187,8 @@ async function measureSize(pods: number, bundle: string | undefined): Promise<Si
     console.log(`  kernel: ${rules} rules, ${sets} sets, ${members} set members; per local pod ${(rules / local).toFixed(1)} rules, ${(sets / local).toFixed(1)} sets`);
 
     const figures: BenchFigure[] = [
+      { name: `${label}: ready`, value: readyMs, unit: 'ms', better: 'lower' },
+      { name: `${label}: /healthz answers over 1 s, start and churn`, value: healthDuringStart.failed + healthDuringChurn.failed, unit: 'probes', better: 'lower' },
       { name: `${label}: RSS after first sync`, value: afterSync.rssBytes / MiB, unit: 'MiB', better: 'lower' },
       { name: `${label}: heap after first sync`, value: afterSync.heapUsedBytes / MiB, unit: 'MiB', better: 'lower' },
       { name: `${label}: RSS after churn`, value: afterChurn.rssBytes / MiB, unit: 'MiB', better: 'lower' },

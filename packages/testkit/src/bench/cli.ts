@@ -7,6 +7,8 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
+import { evaluateBenchGoals, formatBenchGoals, formatBenchGoalsMarkdown, readBenchGoals } from './goals.js';
+import type { BenchRecord } from './report.js';
 import {
   BENCH_REPORT_ENV,
   benchRun,
@@ -20,6 +22,16 @@ import {
 
 export const DEFAULT_RUN_FILE = 'bench/last-run.json';
 export const DEFAULT_BASELINE_FILE = 'bench/baseline.json';
+/** The project's goals, held against every run; `run` skips them when this default file does not exist. */
+export const DEFAULT_GOALS_FILE = 'bench/goals.json';
+
+/** The goals' lines for a run's figures: a goals file given on purpose must exist, the default one may not. */
+function goalLines(figures: readonly BenchRecord[], goalsFile: string | undefined, markdown = false): string[] {
+  const file = goalsFile ?? DEFAULT_GOALS_FILE;
+  if (goalsFile === undefined && !existsSync(file)) return [];
+  const results = evaluateBenchGoals(readBenchGoals(file), figures);
+  return markdown ? formatBenchGoalsMarkdown(results) : formatBenchGoals(results);
+}
 
 function fraction(value: string): number {
   const parsed = Number(value);
@@ -59,10 +71,11 @@ export function benchReportCommand(log: (line: string) => void = console.log): C
     .description('run every bench (or the nx projects given after --), print one table of their figures and write the run')
     .option('--out <file>', 'where to write the run as JSON', DEFAULT_RUN_FILE)
     .option('--timeout-min <minutes>', 'stop the benches after this long', positiveMinutes, 120)
+    .option('--goals <file>', `the goals to hold the run against (default ${DEFAULT_GOALS_FILE}, skipped when absent)`)
     .argument('[nxArgs...]', 'extra arguments for nx run-many, e.g. --projects=@kube-router/kube')
     // nx's own options (--projects, --exclude) pass through to it rather than being refused here.
     .allowUnknownOption()
-    .action(async (nxArgs: string[], options: { out: string; timeoutMin: number }) => {
+    .action(async (nxArgs: string[], options: { out: string; timeoutMin: number; goals?: string }) => {
       const scratch = mkdtempSync(join(tmpdir(), 'bench-report-'));
       const records = join(scratch, 'figures.jsonl');
       try {
@@ -80,8 +93,18 @@ export function benchReportCommand(log: (line: string) => void = console.log): C
         log('');
         log(`bench report: ${figures.length} figures from this run, written to ${options.out}`);
         for (const line of formatBenchTable(figures)) log(line);
+        let goalsFailed = false;
+        try {
+          const goals = goalLines(figures, options.goals);
+          if (goals.length > 0) log('');
+          for (const line of goals) log(line);
+        } catch (error) {
+          // The run is written already; a broken goals file must not hide it.
+          log(`bench-report: the goals were not evaluated: ${(error as Error).message}`);
+          goalsFailed = true;
+        }
         if (code !== 0) log(`bench-report: some benches failed (nx exited ${code}); their figures are missing above`);
-        process.exitCode = code;
+        process.exitCode = code !== 0 ? code : goalsFailed ? 1 : 0;
       } finally {
         rmSync(scratch, { recursive: true, force: true });
       }
@@ -117,6 +140,15 @@ export function benchReportCommand(log: (line: string) => void = console.log): C
     .argument('[file]', 'the run', DEFAULT_RUN_FILE)
     .action((file: string) => {
       for (const line of formatBenchTable(readBenchRun(file).figures)) log(line);
+    });
+  program
+    .command('goals')
+    .description("hold a run's figures against the project's goals: each goal, the run's figures for it, met or not, the cause of a miss")
+    .argument('[file]', 'the run, e.g. bench/baseline.json', DEFAULT_RUN_FILE)
+    .option('--goals <file>', 'the goals', DEFAULT_GOALS_FILE)
+    .option('--markdown', 'one Markdown table, a row per goal (as docs/benchmarks.md shows it)')
+    .action((file: string, options: { goals: string; markdown?: boolean }) => {
+      for (const line of goalLines(readBenchRun(file).figures, options.goals, options.markdown ?? false)) log(line);
     });
   return program;
 }

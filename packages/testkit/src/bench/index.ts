@@ -20,3 +20,5 @@ export type {
   CompareBenchOptions,
   ReportBenchOptions,
 } from './report.js';
+export { evaluateBenchGoals, formatBenchGoals, formatBenchGoalsMarkdown, parseBenchGoals, readBenchGoals } from './goals.js';
+export type { BenchCheckResult, BenchGoal, BenchGoalCheck, BenchGoalResult, BenchGoals, CheckVerdict, GoalVerdict } from './goals.js';

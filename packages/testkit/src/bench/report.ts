@@ -138,7 +138,8 @@ export function figureKey(figure: Pick<BenchRecord, 'plugin' | 'name'>): string 
   return `${figure.plugin}/${figure.name}`;
 }
 
-function formatValue(value: number): string {
+/** A figure's value as the tables print it: thousands grouped, small values with 2-3 decimals. */
+export function formatValue(value: number): string {
   const magnitude = Math.abs(value);
   if (magnitude >= 1000 || Number.isInteger(value)) return Math.round(value).toLocaleString('en-US');
   if (magnitude >= 10) return value.toFixed(1);
