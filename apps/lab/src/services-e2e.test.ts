@@ -97,7 +97,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '@kube-router/testkit';
 import { addressInSubnet, externalRouterNetns, ROUTER_ADDRESS_OFFSET } from './external-router.js';
 import { LabProcess } from './testing/lab-process.js';
-import { SERVICE_SCENARIOS, ServiceCluster, type ServiceLab } from './testing/service-scenarios.js';
+import { runScenario, SERVICE_SCENARIOS, ServiceCluster, type ServiceLab } from './testing/service-scenarios.js';
 
 const run = promisify(execFile);
 const isRoot = process.getuid?.() === 0;
@@ -158,21 +158,11 @@ describe.skipIf(!isRoot)("Kubernetes' Services e2e scenarios against the lab (ne
     it(`${scenario.e2e} [${scenario.file}]: ${scenario.checks}`, async (context) => {
       const missing = (scenario.needs ?? []).filter((need) => (need === 'router' ? !cluster.lab.router : !cluster.dualStack));
       if (missing.length > 0) context.skip(`the lab has no ${missing.join(', ')}`);
-      const started = Date.now();
-      const ns = scenario.namespace;
-      try {
-        if (ns !== 'default') await cluster.namespace(ns);
-        await scenario.run(cluster, ns);
-        timings.push(`passed in ${((Date.now() - started) / 1000).toFixed(1)} s: ${scenario.e2e}`);
-      } catch (error) {
-        timings.push(`FAILED after ${((Date.now() - started) / 1000).toFixed(1)} s: ${scenario.e2e}`);
+      await runScenario(cluster, scenario, timings, (ns) => {
         // What the lab (its kubelets, its agents) complained about meanwhile: the likeliest why.
         const complaints = lab.stderr.filter((line) => /\b(ERROR|WARN|error|failed)\b/.test(line)).slice(-15);
-        if (complaints.length > 0) console.log(`${scenario.namespace}: the lab's last complaints:\n${complaints.join('\n')}`);
-        throw error;
-      } finally {
-        if (ns !== 'default') await cluster.cleanNamespace(ns);
-      }
+        if (complaints.length > 0) console.log(`${ns}: the lab's last complaints:\n${complaints.join('\n')}`);
+      });
     }, scenario.timeoutMs);
   }
 

@@ -257,6 +257,10 @@ export class Dataplane {
       ? [
           ...icmp.map((rule) => `-m comment --comment "allow icmp to ipvs services" ${rule} -j ACCEPT`),
           `-m comment --comment "allow input traffic to ipvs services" -m set --match-set ${svipPort} dst,dst -j ACCEPT`,
+          // The node's own connection to a Service address leaves with that address as its source, and one to a local
+          // endpoint is not masqueraded: the endpoint's answer comes back to the service IP on the client's port.
+          // kube-router's firewall accepts it first (its stateful rule); a proxy-only node must not reject it here.
+          `-m comment --comment "allow replies to connections from service IPs" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
           `-m comment --comment "reject all unexpected traffic to service IPs" -m set ! --match-set ${localIps} dst -j REJECT --reject-with ${reject}`,
         ]
       : []),

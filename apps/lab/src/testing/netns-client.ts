@@ -1,9 +1,10 @@
-import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 
-const script = fileURLToPath(new URL('./netns-client.mjs', import.meta.url));
+/** The helper's script: started on this host as it is, copied into the QEMU guest to be started there. */
+export const NETNS_CLIENT_SCRIPT = fileURLToPath(new URL('./netns-client.mjs', import.meta.url));
 /** How long the helper may take to start, or to answer anything but a probe, on a loaded two-core machine. */
 const answerTimeoutMs = 15_000;
 
@@ -36,6 +37,25 @@ export interface UdpStream {
   stop(): Promise<void>;
 }
 
+/**
+ * The helper's process: a child process on this host, or one in the QEMU guest (testkit's InteractiveProcess), which
+ * has the same parts.
+ */
+export interface HelperProcess {
+  readonly stdin: Writable;
+  readonly stdout: Readable;
+  readonly stderr: Readable;
+  once(event: 'close', listener: (code: number | null, signal: NodeJS.Signals | null) => void): unknown;
+  kill(signal?: NodeJS.Signals): boolean;
+}
+
+/** Starts `netns-client.mjs <netns>` inside `netns`, wherever that namespace is. */
+export type HelperLauncher = (netns: string) => HelperProcess | Promise<HelperProcess>;
+
+// The namespace's name on the command line makes the process recognisable in `ps` as this run's.
+const launchOnHost: HelperLauncher = (netns) =>
+  spawn('ip', ['netns', 'exec', netns, process.execPath, NETNS_CLIENT_SCRIPT, netns], { stdio: ['pipe', 'pipe', 'pipe'] });
+
 type Message = { id?: number; ready?: boolean; results?: Outcome[]; ok?: boolean; error?: string; event?: string; reply?: string; at?: number };
 
 /**
@@ -52,7 +72,7 @@ export class NetnsClient {
 
   private constructor(
     readonly netns: string,
-    private readonly child: ChildProcessByStdio<Writable, Readable, Readable>,
+    private readonly child: HelperProcess,
   ) {
     this.#closed = new Promise((resolve) => child.once('close', () => resolve()));
     child.once('close', (code, signal) => {
@@ -81,10 +101,9 @@ export class NetnsClient {
     });
   }
 
-  /** Starts the helper in `netns` and resolves once it is ready. */
-  static async start(netns: string): Promise<NetnsClient> {
-    // The namespace's name on the command line makes the process recognisable in `ps` as this run's.
-    const child = spawn('ip', ['netns', 'exec', netns, process.execPath, script, netns], { stdio: ['pipe', 'pipe', 'pipe'] });
+  /** Starts the helper in `netns` (on this host unless `launch` says where) and resolves once it is ready. */
+  static async start(netns: string, launch: HelperLauncher = launchOnHost): Promise<NetnsClient> {
+    const child = await launch(netns);
     const client = new NetnsClient(netns, child);
     try {
       await client.#ask(0, undefined);

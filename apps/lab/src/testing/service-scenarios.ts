@@ -8,7 +8,7 @@
  */
 import { expect } from 'vitest';
 import { waitFor } from '@kube-router/testkit';
-import { NetnsClient, type Outcome, type ProbeRequest } from './netns-client.js';
+import { NetnsClient, type HelperLauncher, type Outcome, type ProbeRequest } from './netns-client.js';
 
 /** Where the traffic of a scenario comes from, and how the cluster is reached. */
 export interface ServiceLab {
@@ -18,6 +18,13 @@ export interface ServiceLab {
   nodes: readonly { name: string; netns: string; addresses: readonly string[] }[];
   /** The external router's namespace and its addresses (IPv4 first), when the lab has one. */
   router?: { netns: string; addresses: readonly string[] };
+  /** Where the namespaces are: the probing helpers start there (on this host by default; the QEMU guest's, say). */
+  launchHelper?: HelperLauncher;
+  /** Checks the proxy under test cannot pass, each with the reason: the scenarios leave them out. */
+  cannot?: {
+    /** A pod on a node without a local endpoint reaching an externalTrafficPolicy Local LoadBalancer address. */
+    localLoadBalancerFromPods?: string;
+  };
 }
 
 export interface RunningPod {
@@ -77,7 +84,7 @@ export class ServiceCluster {
   client(netns: string): Promise<NetnsClient> {
     let client = this.#clients.get(netns);
     if (client === undefined) {
-      client = NetnsClient.start(netns);
+      client = NetnsClient.start(netns, this.lab.launchHelper);
       this.#clients.set(netns, client);
       client.catch(() => this.#clients.delete(netns));
     }
@@ -364,6 +371,26 @@ export interface ServiceScenario {
   run(cluster: ServiceCluster, namespace: string): Promise<void>;
 }
 
+/**
+ * Runs one scenario as the e2e files do: in a namespace of its own (deleted afterwards, pass or fail), its time
+ * added to `timings`; on a failure `explain` prints what the cluster's agents said before the error goes on.
+ */
+export async function runScenario(cluster: ServiceCluster, scenario: ServiceScenario, timings: string[], explain: (namespace: string) => Promise<void> | void): Promise<void> {
+  const started = Date.now();
+  const ns = scenario.namespace;
+  try {
+    if (ns !== 'default') await cluster.namespace(ns);
+    await scenario.run(cluster, ns);
+    timings.push(`passed in ${((Date.now() - started) / 1000).toFixed(1)} s: ${scenario.e2e}`);
+  } catch (error) {
+    timings.push(`FAILED after ${((Date.now() - started) / 1000).toFixed(1)} s: ${scenario.e2e}`);
+    await explain(ns);
+    throw error;
+  } finally {
+    if (ns !== 'default') await cluster.cleanNamespace(ns);
+  }
+}
+
 export const SERVICE_SCENARIOS: readonly ServiceScenario[] = [
   {
     e2e: 'should serve a basic endpoint from pods; Granular Checks: Services should function for pod-Service and node-Service: http, udp',
@@ -400,9 +427,14 @@ export const SERVICE_SCENARIOS: readonly ServiceScenario[] = [
       const { spec } = await cluster.service(ns, 'no-pods');
       const client = (await cluster.clientPod(cluster.node(0).name)).netns;
       for (const protocol of ['TCP', 'UDP'] as const) {
-        const outcome = await cluster.waitForOutcome(client, { protocol, host: spec.clusterIP, port: 80, timeoutMs: 5_000 }, 'refused', (o) => o.error === 'ECONNREFUSED');
-        // Rejected, not dropped: the answer comes in well under the client's timeout.
-        expect(outcome.ms, `${protocol} refused after ${outcome.ms} ms`).toBeLessThan(2_000);
+        // Rejected, not dropped: the answer comes in well under the client's timeout. A SYN sent before the proxy
+        // programmed the Service is retransmitted and refused a second or three later: only a fast refusal counts.
+        await cluster.waitForOutcome(
+          client,
+          { protocol, host: spec.clusterIP, port: 80, timeoutMs: 5_000 },
+          'refused within 2 s',
+          (o) => o.error === 'ECONNREFUSED' && o.ms < 2_000,
+        );
       }
     },
   },
@@ -673,8 +705,10 @@ spec:
       if (without !== withEndpoint) await cluster.waitForNoAnswer(router.netns, { protocol: 'TCP', host: ipv4(without.addresses), port: nodePort });
       await cluster.waitForAnswers(router.netns, { protocol: 'TCP', host: lbIp!, port: 80 }, [routerSeen]);
       // From a pod on the other node, the LoadBalancer address is served as Cluster, and the pod's address kept.
-      const client = await cluster.clientPod(without.name);
-      await cluster.waitForAnswers(client.netns, { protocol: 'TCP', host: lbIp!, port: 80 }, [`${pod!.identity} ${ipv4(client.ips)}`]);
+      if (cluster.lab.cannot?.localLoadBalancerFromPods === undefined) {
+        const client = await cluster.clientPod(without.name);
+        await cluster.waitForAnswers(client.netns, { protocol: 'TCP', host: lbIp!, port: 80 }, [`${pod!.identity} ${ipv4(client.ips)}`]);
+      }
       await cluster.lab.kubectlApply(service('Cluster'));
       await cluster.waitForOutcome(router.netns, { protocol: 'TCP', host: ipv4(without.addresses), port: nodePort }, 'answered once Cluster', (o) => o.ok);
     },

@@ -2,7 +2,8 @@ import { EventEmitter } from 'node:events';
 import { ApiException, CoreV1Api, ListWatch, Watch } from '@kubernetes/client-node';
 import type { KubeConfig, V1Pod, V1PodStatus } from '@kubernetes/client-node';
 import { KeyedQueue } from './keyed-queue.js';
-import type { LabNode, PodSandbox } from './lab-node.js';
+import type { KubeletNode, KubeletSandbox } from './kubelet-node.js';
+import type { PodSandbox } from './lab-node.js';
 import { NETNS_ANNOTATION, containerPorts, isPublished, runningPodStatus } from './pod-objects.js';
 
 const retryBaseMs = 200;
@@ -10,9 +11,9 @@ const retryMaxMs = 5_000;
 const watchRestartMs = 500;
 const startTimeoutMs = 15_000;
 
-export interface RunningPod {
+export interface RunningPod<S extends KubeletSandbox = PodSandbox> {
   uid: string;
-  sandbox: PodSandbox;
+  sandbox: S;
   startTime: Date;
   published: boolean;
   /** When the kubelet first saw the pod's deletionTimestamp: its preStop hooks run from then on. */
@@ -36,17 +37,17 @@ export function podKeyOf(pod: V1Pod): string {
 }
 
 /**
- * Plays the kubelet of one lab node: every Pod bound to the node gets a sandbox (netns, addresses, agent), its
- * annotation and a Running status; a deleted Pod loses its sandbox. A pod marked for deletion (deletionTimestamp, from
- * an API server that deletes gracefully) keeps running through its preStop sleep, bounded by its grace period, then is
- * marked not Ready, loses its sandbox and is deleted with grace 0, as a kubelet finishes a graceful deletion.
- * Level-triggered: each event only queues the pod's key, and the reconcile compares the informer's view with the
- * sandboxes.
+ * Plays the kubelet of one lab node (a LabNode, or any KubeletNode): every Pod bound to the node gets a sandbox
+ * (netns, addresses, agent), its annotation and a Running status; a deleted Pod loses its sandbox. A pod marked for
+ * deletion (deletionTimestamp, from an API server that deletes gracefully) keeps running through its preStop sleep,
+ * bounded by its grace period, then is marked not Ready, loses its sandbox and is deleted with grace 0, as a kubelet
+ * finishes a graceful deletion. Level-triggered: each event only queues the pod's key, and the reconcile compares the
+ * informer's view with the sandboxes.
  */
-export class LabKubelet {
+export class LabKubelet<S extends KubeletSandbox = PodSandbox> {
   private readonly core: CoreV1Api;
   private readonly informer: ListWatch<V1Pod>;
-  private readonly running = new Map<string, RunningPod>();
+  private readonly running = new Map<string, RunningPod<S>>();
   private readonly failures = new Map<string, number>();
   private readonly queue: KeyedQueue;
   private readonly events = new EventEmitter();
@@ -56,7 +57,7 @@ export class LabKubelet {
 
   constructor(
     kubeConfig: KubeConfig,
-    private readonly node: LabNode,
+    private readonly node: KubeletNode<S>,
   ) {
     this.core = kubeConfig.makeApiClient(CoreV1Api);
     const fieldSelector = `spec.nodeName=${node.nodeName}`;
@@ -110,11 +111,11 @@ export class LabKubelet {
     await this.queue.drain();
   }
 
-  runningPods(): RunningPod[] {
+  runningPods(): RunningPod<S>[] {
     return [...this.running.values()].filter((pod) => pod.published);
   }
 
-  runningPod(key: string): RunningPod | undefined {
+  runningPod(key: string): RunningPod<S> | undefined {
     const pod = this.running.get(key);
     return pod?.published ? pod : undefined;
   }
@@ -124,7 +125,7 @@ export class LabKubelet {
    * On a CNI node a failure is waited through, as a kubelet retries a pod whose network is not ready yet (the CNI file
    * has no ranges until the agent writes them); the timeout then names the last one.
    */
-  waitUntilRunning(key: string, uid: string | undefined, timeoutMs: number): Promise<RunningPod> {
+  waitUntilRunning(key: string, uid: string | undefined, timeoutMs: number): Promise<RunningPod<S>> {
     return this.waitFor(key, timeoutMs, 'to run', () => {
       const pod = this.runningPod(key);
       return pod && (uid === undefined || pod.uid === uid) ? pod : undefined;
@@ -223,7 +224,7 @@ export class LabKubelet {
     this.events.emit(key);
   }
 
-  private async removeRunning(key: string, entry: RunningPod): Promise<void> {
+  private async removeRunning(key: string, entry: RunningPod<S>): Promise<void> {
     clearTimeout(entry.preStopTimer);
     await this.node.removeSandbox(entry.sandbox);
     this.running.delete(key);
@@ -235,7 +236,7 @@ export class LabKubelet {
    * containers run and answer, a serving and terminating endpoint) until min(preStop sleep, grace period) after the
    * kubelet saw the deletion; a shorter grace set by a second DELETE cuts the hooks short, as a kubelet's does.
    */
-  private holdsForPreStop(key: string, pod: V1Pod, entry: RunningPod): boolean {
+  private holdsForPreStop(key: string, pod: V1Pod, entry: RunningPod<S>): boolean {
     if (!entry.published) return false;
     const grace = pod.metadata?.deletionGracePeriodSeconds ?? 0;
     const holdMs = Math.min(preStopSleepSeconds(pod), grace) * 1000;
@@ -253,7 +254,7 @@ export class LabKubelet {
   }
 
   /** Its containers stopped: the pod is no longer Ready (its endpoint stops serving) before its sandbox goes. */
-  private async markStopped(namespace: string, name: string, entry: RunningPod): Promise<void> {
+  private async markStopped(namespace: string, name: string, entry: RunningPod<S>): Promise<void> {
     if (!entry.published) return;
     for (let attempt = 1; ; attempt += 1) {
       try {
@@ -270,7 +271,7 @@ export class LabKubelet {
   }
 
   /** Writes the netns annotation, then the Running status; false when the pod went away meanwhile. */
-  private async publish(namespace: string, name: string, entry: RunningPod): Promise<boolean> {
+  private async publish(namespace: string, name: string, entry: RunningPod<S>): Promise<boolean> {
     for (let attempt = 1; ; attempt += 1) {
       try {
         let pod = await this.core.readNamespacedPod({ name, namespace });

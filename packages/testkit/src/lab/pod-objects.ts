@@ -1,5 +1,6 @@
 import type { V1Node, V1NodeStatus, V1Pod, V1PodStatus } from '@kubernetes/client-node';
-import type { ContainerPort, PodSandbox } from './lab-node.js';
+import type { ContainerPort } from './lab-node.js';
+import type { KubeletSandbox } from './kubelet-node.js';
 import type { LabProtocol } from './probe-types.js';
 
 /** The annotation that names a pod's (or the node's) network namespace. */
@@ -53,7 +54,7 @@ export function containerPorts(pod: V1Pod): ContainerPort[] {
   );
 }
 
-export function runningPodStatus(pod: V1Pod, sandbox: PodSandbox, nodeIps: readonly string[], startTime: Date): V1PodStatus {
+export function runningPodStatus(pod: V1Pod, sandbox: KubeletSandbox, nodeIps: readonly string[], startTime: Date): V1PodStatus {
   const now = new Date();
   const condition = (type: string) => ({ type, status: 'True', lastTransitionTime: now });
   const containers = pod.spec?.containers ?? [];
@@ -80,7 +81,7 @@ export function runningPodStatus(pod: V1Pod, sandbox: PodSandbox, nodeIps: reado
 }
 
 /** Whether the pod already shows what the lab would publish for its sandbox. */
-export function isPublished(pod: V1Pod, sandbox: PodSandbox): boolean {
+export function isPublished(pod: V1Pod, sandbox: KubeletSandbox): boolean {
   const podIps = (pod.status?.podIPs ?? []).map((entry) => entry.ip);
   return (
     pod.metadata?.annotations?.[NETNS_ANNOTATION] === sandbox.netns &&

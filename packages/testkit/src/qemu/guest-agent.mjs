@@ -3,7 +3,10 @@
 // It is plain JavaScript without dependencies because the guest has node and nothing else from the workspace.
 //
 // Requests: { id, op: 'run', spec }        one command to completion (the CommandSpec of @kube-router/netfilter)
-//           { id, op: 'spawn', spec }      a background process; replies with its pid
+//           { id, op: 'spawn', spec, interactive? }  a background process; replies with its pid. An interactive
+//                                          one keeps its stdin open for 'write' and is read with 'read'.
+//           { id, op: 'write', pid, data, end? }  writes to an interactive process's stdin (end closes it)
+//           { id, op: 'read', pid, waitMs }  what it wrote since the last read, waiting up to waitMs for something
 //           { id, op: 'output', pid }      what a background process wrote so far, and whether it exited
 //           { id, op: 'kill', pid }        ends a background process group
 //           { id, op: 'writeFile', path, data }   data is base64
@@ -28,13 +31,13 @@ function send(message) {
   while (offset < bytes.length) offset += writeSync(portFd, bytes, offset);
 }
 
-function runCommand(spec, onSpawn) {
+function runCommand(spec, onSpawn, interactive = false) {
   const args = spec.args ?? [];
   const [file, argv] = spec.netns ? ['ip', ['netns', 'exec', spec.netns, spec.command, ...args]] : [spec.command, args];
   const started = performance.now();
   return new Promise((resolve) => {
     const child = spawn(file, argv, {
-      stdio: [spec.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+      stdio: [spec.input === undefined && !interactive ? 'ignore' : 'pipe', 'pipe', 'pipe'],
       detached: true,
       env: { ...process.env, LC_ALL: 'C' },
     });
@@ -52,7 +55,8 @@ function runCommand(spec, onSpawn) {
           }, spec.timeoutMs);
     child.stdout.on('data', (chunk) => stdout.push(chunk));
     child.stderr.on('data', (chunk) => stderr.push(chunk));
-    if (spec.input !== undefined) {
+    if (interactive) child.stdin.on('error', () => {});
+    else if (spec.input !== undefined) {
       child.stdin.on('error', () => {});
       child.stdin.end(spec.input);
     }
@@ -91,13 +95,30 @@ async function handle(request) {
     case 'run':
       return runCommand(request.spec);
     case 'spawn': {
-      const entry = { stdout: '', stderr: '', exit: undefined, child: undefined };
-      const done = runCommand(request.spec, (child) => {
-        entry.child = child;
-        child.stdout.on('data', (chunk) => (entry.stdout += chunk));
-        child.stderr.on('data', (chunk) => (entry.stderr += chunk));
+      // `unread` is what 'read' has not returned yet; `wake` ends a 'read' that waits for output.
+      const entry = { stdout: '', stderr: '', exit: undefined, child: undefined, unread: { stdout: '', stderr: '' }, wake: undefined };
+      const notify = () => entry.wake?.();
+      const done = runCommand(
+        request.spec,
+        (child) => {
+          entry.child = child;
+          child.stdout.on('data', (chunk) => {
+            if (request.interactive) entry.unread.stdout += chunk;
+            else entry.stdout += chunk;
+            notify();
+          });
+          child.stderr.on('data', (chunk) => {
+            if (request.interactive) entry.unread.stderr += chunk;
+            else entry.stderr += chunk;
+            notify();
+          });
+        },
+        request.interactive === true,
+      );
+      void done.then((result) => {
+        entry.exit = { exitCode: result.exitCode, signal: result.signal, spawnError: result.spawnError };
+        notify();
       });
-      void done.then((result) => (entry.exit = { exitCode: result.exitCode, signal: result.signal, spawnError: result.spawnError }));
       const pid = entry.child?.pid;
       if (pid === undefined) {
         const result = await done;
@@ -110,6 +131,29 @@ async function handle(request) {
       const entry = background.get(request.pid);
       if (!entry) throw new Error(`no background process ${request.pid}`);
       return { stdout: entry.stdout, stderr: entry.stderr, exit: entry.exit ?? null };
+    }
+    case 'write': {
+      const entry = background.get(request.pid);
+      if (!entry?.child?.stdin) throw new Error(`no interactive process ${request.pid}`);
+      if (request.data) entry.child.stdin.write(request.data);
+      if (request.end) entry.child.stdin.end();
+      return null;
+    }
+    case 'read': {
+      const entry = background.get(request.pid);
+      if (!entry) throw new Error(`no background process ${request.pid}`);
+      const pending = () => entry.unread.stdout !== '' || entry.unread.stderr !== '' || entry.exit !== undefined;
+      if (!pending() && request.waitMs > 0) {
+        await new Promise((resolve) => {
+          const timer = setTimeout(resolve, request.waitMs);
+          entry.wake = () => (clearTimeout(timer), resolve());
+        });
+        entry.wake = undefined;
+      }
+      const unread = entry.unread;
+      entry.unread = { stdout: '', stderr: '' };
+      if (entry.exit !== undefined) background.delete(request.pid);
+      return { ...unread, exit: entry.exit ?? null };
     }
     case 'kill': {
       const entry = background.get(request.pid);

@@ -60,4 +60,26 @@ describe.skipIf(unavailable !== undefined)(`QEMU guest tier${unavailable ? ` (sk
     await server.stop();
     expect(await guest.readFile('/tmp/tipvs/hello.mjs')).toContain('hello from');
   });
+
+  it('talks to an interactive process line by line, and sees it end when its stdin closes or it is killed', async () => {
+    // cat echoes each line back: what was written comes out, in order, and closing stdin ends it with code 0.
+    const cat = await guest.spawnInteractive({ command: 'cat' });
+    const lines: string[] = [];
+    cat.stdout.setEncoding('utf8').on('data', (chunk: string) => lines.push(...chunk.split('\n').filter(Boolean)));
+    const closed = new Promise<[number | null, string | null]>((resolve) => cat.once('close', (code, signal) => resolve([code, signal])));
+    const started = performance.now();
+    cat.stdin.write('one\n');
+    for (let i = 0; i < 100 && lines.length < 1; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    const roundTripMs = performance.now() - started;
+    cat.stdin.write('two\n');
+    cat.stdin.end();
+    expect(await closed).toEqual([0, null]);
+    expect(lines).toEqual(['one', 'two']);
+    // An answer comes back as it is written, not after a read's full wait.
+    expect(roundTripMs).toBeLessThan(900);
+    const sleeper = await guest.spawnInteractive({ command: 'sleep', args: ['600'] });
+    const killed = new Promise<unknown>((resolve) => sleeper.once('close', (code, signal) => resolve(code ?? signal)));
+    sleeper.kill();
+    expect(await killed).toBe('SIGKILL');
+  });
 });

@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { EventEmitter } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
+import { PassThrough, Writable } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CommandError } from '@kube-router/netfilter';
@@ -34,6 +36,25 @@ export interface BackgroundProcess {
   /** Kills its process group and returns what it wrote. */
   stop(): Promise<{ stdout: string; stderr: string }>;
 }
+
+/**
+ * A process in the guest that one talks to as to a child process: lines written to `stdin` reach it, what it writes
+ * comes out of `stdout` and `stderr`, and `close` is emitted with its exit code or signal once it has ended. It is
+ * shaped as a ChildProcess's parts, so that code written for `ip netns exec ... node helper.mjs` on the host takes it
+ * unchanged.
+ */
+export interface InteractiveProcess {
+  readonly pid: number;
+  readonly stdin: Writable;
+  readonly stdout: PassThrough;
+  readonly stderr: PassThrough;
+  once(event: 'close', listener: (code: number | null, signal: NodeJS.Signals | null) => void): this;
+  /** Kills its process group in the guest; `close` follows. */
+  kill(signal?: NodeJS.Signals): boolean;
+}
+
+/** How long one read of an interactive process's output waits in the guest for something to arrive. */
+const interactiveReadWaitMs = 1_000;
 
 interface RawResult {
   stdout: string;
@@ -178,6 +199,64 @@ export class QemuGuest {
       output: async () => (await this.#request({ op: 'output', pid })) as Awaited<ReturnType<BackgroundProcess['output']>>,
       stop: async () => (await this.#request({ op: 'kill', pid })) as { stdout: string; stderr: string },
     };
+  }
+
+  /**
+   * A long-running process in the guest with its stdin kept open (a helper that takes requests line by line). Its
+   * output is fetched by reads that wait in the guest until something arrives, so an answer comes back within one
+   * round trip, not a polling interval.
+   */
+  async spawnInteractive(spec: Omit<CommandSpec, 'timeoutMs' | 'okExitCodes' | 'input'>): Promise<InteractiveProcess> {
+    const { pid } = (await this.#request({ op: 'spawn', spec, interactive: true })) as { pid: number };
+    const request = (body: Record<string, unknown>) => this.#request(body);
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    let writes = Promise.resolve();
+    const stdin = new Writable({
+      write(chunk: Buffer, _encoding, callback) {
+        writes = writes.then(() => request({ op: 'write', pid, data: chunk.toString('utf8') }).then(() => undefined));
+        writes.then(() => callback(), (error: Error) => callback(error));
+      },
+      final(callback) {
+        writes = writes.then(() => request({ op: 'write', pid, end: true }).then(() => undefined));
+        writes.then(() => callback(), (error: Error) => callback(error));
+      },
+    });
+    const emitter = new EventEmitter();
+    const finish = (code: number | null, signal: NodeJS.Signals | null) => {
+      stdout.end();
+      stderr.end();
+      emitter.emit('close', code, signal);
+    };
+    void (async () => {
+      for (;;) {
+        let chunk: { stdout: string; stderr: string; exit: { exitCode: number | null; signal: string | null } | null };
+        try {
+          chunk = (await request({ op: 'read', pid, waitMs: interactiveReadWaitMs })) as typeof chunk;
+        } catch {
+          // The guest closed, or the process is gone from its table (killed): it has ended either way.
+          return finish(null, 'SIGKILL');
+        }
+        if (chunk.stdout) stdout.write(chunk.stdout);
+        if (chunk.stderr) stderr.write(chunk.stderr);
+        if (chunk.exit) return finish(chunk.exit.exitCode, chunk.exit.signal as NodeJS.Signals | null);
+      }
+    })();
+    const child: InteractiveProcess = {
+      pid,
+      stdin,
+      stdout,
+      stderr,
+      once(event, listener) {
+        emitter.once(event, listener);
+        return child;
+      },
+      kill: () => {
+        void request({ op: 'kill', pid }).catch(() => undefined);
+        return true;
+      },
+    };
+    return child;
   }
 
   async writeFile(path: string, content: string | Buffer, mode = 0o644): Promise<void> {

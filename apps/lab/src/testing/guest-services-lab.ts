@@ -1,0 +1,370 @@
+/**
+ * The Services scenarios' cluster on a real IPVS kernel: the QEMU guest. Everything about the network is in the guest
+ * (an underlay bridge, two kubeadm-like nodes, their pods, an external router, each a network namespace there); the
+ * embedded API server, the kubelets (testkit's LabKubelet on GuestNode) and one proxy-ipvs per node (assembled as the
+ * agent assembles it, its commands sent to the guest through the kernel's runner, into its node's namespace) run in
+ * this process, with lballoc for LoadBalancer addresses. kubectl reaches the API server on this host.
+ */
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { SyncScheduler, ServiceRegistry, type Controller, type PluginContext } from '@kube-router/controller';
+import { HealthRegistry } from '@kube-router/healthcheck';
+import { createKubeContext, KubeServices, loadKubeConfig, type KubeContext } from '@kube-router/kube';
+import { lballocPlugin } from '@kube-router/lballoc';
+import { AgentMetrics } from '@kube-router/metrics';
+import { createProxyIpvsPlugin, type ProxyIpvsOptions } from '@kube-router/proxy-ipvs';
+import { captureLogs, LabKubelet, POD_AGENT_FILES, startApiServer, type ApiServer, type KubeletNode, type KubeletSandbox, type LabContainerPort, type LogLine } from '@kube-router/testkit';
+import type { InteractiveProcess, QemuGuest } from '@kube-router/testkit/qemu';
+import { NETNS_CLIENT_SCRIPT } from './netns-client.js';
+import type { ServiceLab } from './service-scenarios.js';
+
+/** Where the helpers' scripts go in the guest. */
+const GUEST_DIR = '/tmp/krt';
+/** The underlay between the nodes and the router; node i is .(10 + i), the router .2, as the lab's router. */
+const UNDERLAY = { prefix: '10.250.0', length: 24 };
+const ROUTER_IP = `${UNDERLAY.prefix}.2`;
+/** The lab's agents' values (apps/lab/src/lab.ts): the API server's default Service range, the lab's LoadBalancer range. */
+export const GUEST_LAB_RANGES = { serviceClusterIp: '10.96.0.0/12', loadBalancer: '10.255.0.0/24', podCidr: (node: number) => `10.244.${node}.0/24` };
+/**
+ * Why a pod on a node without a local endpoint gets no answer from an externalTrafficPolicy Local LoadBalancer address
+ * on IPVS (kube-proxy's nftables and iptables modes send it to the cluster's endpoints): kubernetes/kubernetes#93456.
+ */
+export const IPVS_LOCAL_LOADBALANCER_FROM_PODS =
+  'IPVS has one virtual server per address and port, the same for every client: under Local its real servers are this ' +
+  "node's endpoints, none here, so a pod's connection is dropped as an outside client's is (kubernetes#93456)";
+/** The pods' next hop, on every node-side veth. */
+const POD_GATEWAY = '169.254.1.1';
+const podStartTimeoutMs = 60_000;
+
+export interface GuestSandbox extends KubeletSandbox {
+  readonly namespace: string;
+  readonly name: string;
+  readonly netns: string;
+  readonly ips: string[];
+  readonly agent: InteractiveProcess;
+}
+
+/** One node in the guest: its namespace on the underlay, and pods behind routed veths (as world.ts's ProxyWorld). */
+export class GuestNode implements KubeletNode<GuestSandbox> {
+  readonly nodeIps: readonly string[];
+  readonly podCidr: string;
+  readonly #sandboxes = new Set<GuestSandbox>();
+  #nextPod = 2;
+
+  constructor(
+    readonly guest: QemuGuest,
+    readonly runId: string,
+    readonly nodeName: string,
+    readonly index: number,
+  ) {
+    this.nodeIps = [`${UNDERLAY.prefix}.${10 + index}`];
+    this.podCidr = GUEST_LAB_RANGES.podCidr(index);
+  }
+
+  get netns(): string {
+    return `krt-${this.runId}-${this.nodeName}`;
+  }
+
+  /** The node's namespace, its uplink on the underlay bridge, its default route through the router. */
+  async create(underlayNetns: string): Promise<void> {
+    const uplink = `krt-n${this.index}`;
+    await this.guest.sh(`set -e
+      ip netns add ${this.netns}
+      ip -n ${this.netns} link set lo up
+      ip -n ${underlayNetns} link add ${uplink} type veth peer name eth0 netns ${this.netns}
+      ip -n ${underlayNetns} link set ${uplink} master br0 up
+      ip -n ${this.netns} addr add ${this.nodeIps[0]}/${UNDERLAY.length} dev eth0
+      ip -n ${this.netns} link set eth0 up
+      ip -n ${this.netns} route add default via ${ROUTER_IP}
+      ip netns exec ${this.netns} sysctl -qw net.ipv4.ip_forward=1`);
+  }
+
+  async addSandbox(pod: { namespace: string; name: string; ports: readonly LabContainerPort[] }): Promise<GuestSandbox> {
+    const index = this.#nextPod++;
+    if (index > 254) throw new Error(`guest node ${this.nodeName} has no pod address left in ${this.podCidr}`);
+    const ip = this.podCidr.replace(/\.0\/24$/, `.${index}`);
+    const netns = `krt-${this.runId}-p${this.index}-${index}`;
+    const host = `krt-v${this.index}-${index}`;
+    await this.guest.sh(`set -e
+      ip netns add ${netns}
+      ip -n ${this.netns} link add ${host} type veth peer name eth0 netns ${netns}
+      ip -n ${this.netns} addr add ${POD_GATEWAY}/32 dev ${host}
+      ip -n ${this.netns} link set ${host} up
+      ip -n ${this.netns} route add ${ip}/32 dev ${host}
+      ip -n ${netns} link set lo up
+      ip -n ${netns} link set eth0 up
+      ip -n ${netns} addr add ${ip}/32 dev eth0
+      ip -n ${netns} route add ${POD_GATEWAY} dev eth0
+      ip -n ${netns} route add default via ${POD_GATEWAY} dev eth0`);
+    const identity = `${pod.namespace}/${pod.name}`;
+    const ports = pod.ports.map((port) => ({ port: port.port, protocol: port.protocol ?? 'TCP' }));
+    let agent: InteractiveProcess | undefined;
+    try {
+      agent = await this.guest.spawnInteractive({
+        command: 'node',
+        args: [`${GUEST_DIR}/pod-agent.mjs`, netns, identity, JSON.stringify({ identity, ports })],
+        netns,
+      });
+      await readyLine(agent, `pod ${identity} on ${this.nodeName}`);
+    } catch (error) {
+      agent?.kill();
+      await this.guest.sh(`ip netns del ${netns}`).catch(() => undefined);
+      throw error;
+    }
+    const sandbox: GuestSandbox = { namespace: pod.namespace, name: pod.name, netns, ips: [ip], agent };
+    this.#sandboxes.add(sandbox);
+    return sandbox;
+  }
+
+  addHostNetworkSandbox(pod: { namespace: string; name: string }): Promise<GuestSandbox> {
+    return Promise.reject(new Error(`guest node ${this.nodeName} runs no hostNetwork pods (${pod.namespace}/${pod.name}): no scenario needs one`));
+  }
+
+  async removeSandbox(sandbox: GuestSandbox): Promise<void> {
+    sandbox.agent.kill();
+    // Its veth (and the /32 route on it) goes with the namespace.
+    await this.guest.sh(`ip netns del ${sandbox.netns} 2>/dev/null; true`);
+    this.#sandboxes.delete(sandbox);
+  }
+}
+
+/** Resolves at the pod agent's `{"type":"ready"}` line; rejects on its error line, its exit or the timeout. */
+function readyLine(agent: InteractiveProcess, what: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let output = '';
+    let stderr = '';
+    const timer = setTimeout(() => done(new Error(`${what} was not ready within ${podStartTimeoutMs} ms: ${output}${stderr}`)), podStartTimeoutMs);
+    const onData = (chunk: string) => {
+      output += chunk;
+      if (output.includes('"type":"ready"')) done();
+      else if (output.includes('"type":"error"')) done(new Error(`${what}: ${output.trim()}`));
+    };
+    const onStderr = (chunk: string) => (stderr = (stderr + chunk).slice(-2000));
+    const done = (error?: Error) => {
+      clearTimeout(timer);
+      agent.stdout.off('data', onData);
+      agent.stderr.off('data', onStderr);
+      if (error) reject(error);
+      else resolve();
+    };
+    agent.stdout.setEncoding('utf8').on('data', onData);
+    agent.stderr.setEncoding('utf8').on('data', onStderr);
+    agent.once('close', (code, signal) => done(new Error(`${what} exited (${code ?? signal}): ${stderr.trim()}`)));
+  });
+}
+
+interface RunningController {
+  readonly controller: Controller;
+  readonly scheduler: SyncScheduler;
+}
+
+/** One node's agent, as much of it as the scenarios need: its Kubernetes context and its controllers' schedulers. */
+interface GuestAgent {
+  readonly kube: KubeContext;
+  readonly controllers: RunningController[];
+}
+
+export interface GuestServicesLabOptions {
+  guest: QemuGuest;
+  runId: string;
+  /** Node names; two by default, as `npm start`. */
+  nodes?: readonly string[];
+  /** More proxy-ipvs options for every node. */
+  proxy?: Partial<ProxyIpvsOptions>;
+}
+
+/** One sync of a node's proxy: how long it took, which the guest's slowness is mostly made of. */
+export interface GuestSync {
+  node: string;
+  controller: string;
+  ok: boolean;
+  durationMs: number;
+}
+
+/** The cluster, ready: the ServiceLab the scenarios take, and what to print when one fails. */
+export class GuestServicesLab {
+  readonly logs: LogLine[];
+  readonly syncs: GuestSync[] = [];
+  readonly #agents: GuestAgent[] = [];
+  readonly #kubelets: LabKubelet<GuestSandbox>[] = [];
+
+  private constructor(
+    readonly guest: QemuGuest,
+    readonly runId: string,
+    readonly server: ApiServer,
+    readonly kubeconfig: string,
+    readonly nodes: readonly GuestNode[],
+    readonly routerNetns: string,
+    logs: LogLine[],
+  ) {
+    this.logs = logs;
+  }
+
+  static async start(options: GuestServicesLabOptions): Promise<GuestServicesLab> {
+    const { guest, runId } = options;
+    for (const [name, path] of Object.entries({ ...POD_AGENT_FILES, 'netns-client.mjs': NETNS_CLIENT_SCRIPT })) {
+      await guest.writeFile(`${GUEST_DIR}/${name}`, readFileSync(path, 'utf8'));
+    }
+    const underlayNetns = `krt-${runId}-underlay`;
+    const routerNetns = `krt-${runId}-router`;
+    await guest.sh(`set -e
+      ip netns add ${underlayNetns}
+      ip -n ${underlayNetns} link set lo up
+      ip -n ${underlayNetns} link add br0 type bridge
+      ip -n ${underlayNetns} link set br0 up
+      ip netns add ${routerNetns}
+      ip -n ${routerNetns} link set lo up
+      ip -n ${underlayNetns} link add krt-r type veth peer name eth0 netns ${routerNetns}
+      ip -n ${underlayNetns} link set krt-r master br0 up
+      ip -n ${routerNetns} addr add ${ROUTER_IP}/${UNDERLAY.length} dev eth0
+      ip -n ${routerNetns} link set eth0 up`);
+    const nodes = (options.nodes ?? ['lab-node-1', 'lab-node-2']).map((name, index) => new GuestNode(guest, runId, name, index + 1));
+    for (const node of nodes) await node.create(underlayNetns);
+    // The network beside the proxy (kube-router's routing, BGP to the router in the lab), played with static routes:
+    // each node reaches the others' pod CIDRs, the router reaches the LoadBalancer range through the first node.
+    await guest.sh(
+      [
+        ...nodes.flatMap((node) => nodes.filter((other) => other !== node).map((other) => `ip -n ${node.netns} route add ${other.podCidr} via ${other.nodeIps[0]}`)),
+        `ip -n ${routerNetns} route add ${GUEST_LAB_RANGES.loadBalancer} via ${nodes[0]!.nodeIps[0]}`,
+      ].join('\n'),
+    );
+
+    const server = await startApiServer({
+      port: 0,
+      seed: [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'kube-system' } }],
+      endpointSliceController: true,
+      gracefulPodDeletion: true,
+    });
+    for (const node of nodes) {
+      server.create({
+        apiVersion: 'v1',
+        kind: 'Node',
+        metadata: { name: node.nodeName, labels: { 'kubernetes.io/hostname': node.nodeName, 'kubernetes.io/os': 'linux' }, annotations: { 'lab.kube-router.io/netns': node.netns } },
+        spec: { podCIDR: node.podCidr, podCIDRs: [node.podCidr] },
+        status: {
+          addresses: [...node.nodeIps.map((address) => ({ type: 'InternalIP', address })), { type: 'Hostname', address: node.nodeName }],
+          conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', lastHeartbeatTime: new Date().toISOString(), lastTransitionTime: new Date().toISOString() }],
+        },
+      });
+    }
+    const kubeconfig = await server.writeKubeconfig();
+    const { logger, lines } = captureLogs('warn');
+    const lab = new GuestServicesLab(guest, runId, server, kubeconfig, nodes, routerNetns, lines);
+    try {
+      for (const node of nodes) {
+        const kubelet = new LabKubelet<GuestSandbox>(loadKubeConfig({ kubeconfig, env: {} }), node);
+        lab.#kubelets.push(kubelet);
+        await kubelet.start();
+      }
+      for (const [index, node] of nodes.entries()) {
+        lab.#agents.push(
+          await startAgent({
+            kubeconfig,
+            node,
+            logger: logger.child({ node: node.nodeName }),
+            runner: guest.runner,
+            proxy: {
+              netns: node.netns,
+              serviceClusterIpRanges: [GUEST_LAB_RANGES.serviceClusterIp],
+              loadBalancerIpRanges: [GUEST_LAB_RANGES.loadBalancer],
+              // --hairpin-mode, as kube-router documents for a pod that reaches itself through its Service (e2e's
+              // hairpin test): without it only Services annotated kube-router.io/service.hairpin get the SNAT.
+              hairpinMode: true,
+              ...options.proxy,
+            },
+            // The allocator is leader-elected in the agent; one node runs it here.
+            lballoc: index === 0 ? { ranges: [GUEST_LAB_RANGES.loadBalancer] } : undefined,
+            onSync: (sync) => lab.syncs.push(sync),
+          }),
+        );
+      }
+    } catch (error) {
+      await lab.close();
+      throw error;
+    }
+    return lab;
+  }
+
+  get serviceLab(): ServiceLab {
+    return {
+      kubectl: (...args) => this.kubectl(...args),
+      kubectlApply: (manifest) => this.kubectlApply(manifest),
+      nodes: this.nodes.map((node) => ({ name: node.nodeName, netns: node.netns, addresses: node.nodeIps })),
+      router: { netns: this.routerNetns, addresses: [ROUTER_IP] },
+      launchHelper: (netns) => this.guest.spawnInteractive({ command: 'node', args: [`${GUEST_DIR}/netns-client.mjs`, netns], netns }),
+      cannot: { localLoadBalancerFromPods: IPVS_LOCAL_LOADBALANCER_FROM_PODS },
+    };
+  }
+
+  kubectl(...args: string[]): Promise<string> {
+    return new Promise((resolve, reject) =>
+      execFile('kubectl', ['--kubeconfig', this.kubeconfig, ...args], { timeout: 30_000 }, (error, stdout, stderr) =>
+        error ? reject(new Error(`kubectl ${args.join(' ')}: ${error.message} ${stderr}`)) : resolve(stdout),
+      ),
+    );
+  }
+
+  kubectlApply(manifest: string): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const apply = execFile('kubectl', ['--kubeconfig', this.kubeconfig, 'apply', '-f', '-'], { timeout: 30_000 }, (error, _out, err) =>
+        error ? reject(new Error(`kubectl apply: ${error.message} ${err}`)) : resolve(),
+      );
+      apply.stdin!.end(manifest);
+    });
+  }
+
+  /** The proxy's view of a node's kernel, for a failure's message: its IPVS table. */
+  async ipvs(node: GuestNode): Promise<string> {
+    return (await this.guest.run({ command: 'ipvsadm', args: ['-Ln'], netns: node.netns }).catch((error: unknown) => ({ stdout: String(error) }))).stdout;
+  }
+
+  /** Stops the agents and the kubelets (their pods go with the guest), then the API server. */
+  async close(): Promise<void> {
+    for (const agent of this.#agents.splice(0)) {
+      for (const { scheduler } of agent.controllers) await scheduler.stop().catch(() => undefined);
+      await agent.kube.informers.stop().catch(() => undefined);
+    }
+    for (const kubelet of this.#kubelets.splice(0)) await kubelet.stop().catch(() => undefined);
+    await this.server.close();
+  }
+}
+
+/** The agent's order (createAgent): create the plugins, start the controllers, wait for the caches, then sync. */
+async function startAgent(input: {
+  kubeconfig: string;
+  node: GuestNode;
+  logger: PluginContext['logger'];
+  runner: QemuGuest['runner'];
+  proxy: ProxyIpvsOptions;
+  lballoc: { ranges: string[] } | undefined;
+  onSync: (sync: GuestSync) => void;
+}): Promise<GuestAgent> {
+  const { node, logger } = input;
+  const metrics = new AgentMetrics({ collectDefaultMetrics: false });
+  const health = new HealthRegistry({ defaultGraceMs: 60_000 });
+  const kube = createKubeContext({
+    kubeConfig: loadKubeConfig({ kubeconfig: input.kubeconfig, env: {} }),
+    nodeName: node.nodeName,
+    logger,
+    metrics,
+    leaderElection: { namespace: 'kube-system', identity: node.nodeName },
+  });
+  const services = new ServiceRegistry();
+  services.provide(KubeServices, kube);
+  const ctx: PluginContext = { nodeName: node.nodeName, logger, metrics, health, services };
+  const proxyPlugin = createProxyIpvsPlugin({ runner: input.runner });
+  const controllers: Controller[] = [await proxyPlugin.create(ctx, proxyPlugin.options.parse(input.proxy))];
+  if (input.lballoc) controllers.push(await lballocPlugin.create(ctx, lballocPlugin.options.parse(input.lballoc)));
+  const signal = new AbortController().signal;
+  const running = controllers.map((controller) => ({
+    controller,
+    scheduler: new SyncScheduler(controller, {
+      onSync: (_reason, outcome) => input.onSync({ node: node.nodeName, controller: controller.name, ok: outcome.ok, durationMs: Math.round(outcome.durationMs) }),
+    }),
+  }));
+  for (const { controller, scheduler } of running) await controller.start({ requestSync: (reason) => scheduler.requestSync(reason), signal });
+  await kube.informers.start({ cacheSyncTimeoutMs: 30_000 });
+  health.restartClocks();
+  for (const { scheduler } of running) scheduler.start();
+  return { kube, controllers: running };
+}
