@@ -16,7 +16,7 @@
  */
 import { randomInt } from 'node:crypto';
 import { PROXY_CONTROLLER } from '@kube-router/proxy-ipvs';
-import { ipvsKernelUnavailableReason, openIpvsKernel, type TestKernel } from '@kube-router/testkit/qemu';
+import { QemuGuest, guestUnavailableReason } from '@kube-router/testkit/qemu';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GuestServicesLab } from './testing/guest-services-lab.js';
 import { runScenario, SERVICE_SCENARIOS, ServiceCluster } from './testing/service-scenarios.js';
@@ -32,13 +32,14 @@ const PARTLY_IN_THE_GUEST: Readonly<Record<string, string>> = {
     'without "from pods": IPVS serves a Local LoadBalancer address with local endpoints only, for pods too (kubernetes#93456)',
 };
 
-const unavailable = ipvsKernelUnavailableReason();
+// The guest always, even on a host with IPVS: the scenarios' namespaces are the guest's.
+const unavailable = process.getuid?.() !== 0 ? 'needs root' : guestUnavailableReason();
 
 describe.skipIf(unavailable !== undefined)(
   `Kubernetes' Services e2e scenarios against proxy-ipvs in the QEMU guest${unavailable ? ` (skipped: ${unavailable})` : ''}`,
   () => {
     const runId = `tsvg${randomInt(36 * 36).toString(36).padStart(2, '0')}`;
-    let kernel: TestKernel;
+    let guest: QemuGuest;
     let lab: GuestServicesLab;
     let cluster: ServiceCluster;
     const fileStarted = Date.now();
@@ -46,10 +47,7 @@ describe.skipIf(unavailable !== undefined)(
 
     beforeAll(async () => {
       const started = Date.now();
-      // The guest always, even on a host with IPVS: the scenarios' namespaces are the guest's.
-      process.env.KUBE_ROUTER_TEST_KERNEL = 'guest';
-      kernel = await openIpvsKernel({ memoryMiB: 3072, cpus: 2 });
-      const guest = kernel.guest!;
+      guest = await QemuGuest.boot({ memoryMiB: 3072, cpus: 2 });
       lab = await GuestServicesLab.start({ guest, runId });
       cluster = new ServiceCluster(lab.serviceLab);
       timings.push(`guest booted in ${(guest.info.bootMs / 1000).toFixed(1)} s, lab ready after ${((Date.now() - started) / 1000).toFixed(1)} s`);
@@ -62,7 +60,7 @@ describe.skipIf(unavailable !== undefined)(
       if (durations.length > 0) timings.push(`${durations.length} proxy syncs: median ${at(0.5)} ms, p90 ${at(0.9)} ms, max ${at(1)} ms`);
       await cluster?.close();
       await lab?.close();
-      await kernel?.close();
+      await guest?.close();
       timings.push(`file took ${((Date.now() - fileStarted) / 1000).toFixed(1)} s`);
       console.log(`services e2e in the IPVS guest (${runId}):\n  ${timings.join('\n  ')}`);
     }, 90_000);
@@ -85,7 +83,7 @@ describe.skipIf(unavailable !== undefined)(
 
     it('leaves no helper process behind in the guest once the scenarios closed theirs', async () => {
       await cluster.close();
-      const { stdout } = await kernel.sh('ps -o args 2>/dev/null || ps');
+      const { stdout } = await guest.sh('ps -o args 2>/dev/null || ps');
       expect(stdout.split('\n').filter((line) => line.includes('netns-client.mjs'))).toEqual([]);
     }, 60_000);
   },

@@ -190,6 +190,22 @@ describe('proxy controller with bad Services beside good ones', () => {
   });
 });
 
+describe('proxy controller with --ipvs-permit-all (the default)', () => {
+  it('accepts replies to the node\'s own connections from a service IP before it rejects other traffic to service IPs', async () => {
+    const runner = fakeNode();
+    const proxy = controllerHarness(runner, { services: [web], slices: [webSlice], node }, { enableIpv6: false });
+    expect(await proxy.sync()).toEqual([]);
+    const rules = runner.invocations.filter((invocation) => invocation.command === 'iptables-restore').map((invocation) => invocation.input ?? '').join('');
+    const chain = rules.split('\n').filter((line) => line.startsWith('-A KUBE-ROUTER-SERVICES'));
+    const replies = chain.findIndex((line) => line.includes('-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT'));
+    const reject = chain.findIndex((line) => line.includes('reject all unexpected traffic to service IPs'));
+    expect(replies, chain.join('\n')).toBeGreaterThanOrEqual(0);
+    expect(reject).toBeGreaterThan(replies);
+    // New connections to a port no Service has still reach the reject: the accept is for tracked flows only.
+    expect(chain[reject]).toContain('-j REJECT');
+  });
+});
+
 describe('proxy controller: where a sync takes the IPVS state from', () => {
   const ipvsSaves = (runner: RecordingRunner) => runner.invocations.filter((invocation) => invocation.command === 'ipvsadm' && invocation.args.includes('-S')).length;
   /** ipvsadm -Sn answers what the restores so far added (services and real servers), as the kernel would. */

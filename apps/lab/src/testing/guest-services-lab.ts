@@ -247,7 +247,10 @@ export class GuestServicesLab {
         },
       });
     }
-    const kubeconfig = await server.writeKubeconfig();
+    const kubeconfig = await server.writeKubeconfig().catch(async (error: unknown) => {
+      await server.close();
+      throw error;
+    });
     const { logger, lines } = captureLogs('warn');
     const lab = new GuestServicesLab(guest, runId, server, kubeconfig, nodes, routerNetns, lines);
     try {
@@ -257,8 +260,7 @@ export class GuestServicesLab {
         await kubelet.start();
       }
       for (const [index, node] of nodes.entries()) {
-        lab.#agents.push(
-          await startAgent({
+        await startAgent(lab.#agents, {
             kubeconfig,
             node,
             logger: logger.child({ node: node.nodeName }),
@@ -275,8 +277,7 @@ export class GuestServicesLab {
             // The allocator is leader-elected in the agent; one node runs it here.
             lballoc: index === 0 ? { ranges: [GUEST_LAB_RANGES.loadBalancer] } : undefined,
             onSync: (sync) => lab.syncs.push(sync),
-          }),
-        );
+          });
       }
     } catch (error) {
       await lab.close();
@@ -292,6 +293,8 @@ export class GuestServicesLab {
       nodes: this.nodes.map((node) => ({ name: node.nodeName, netns: node.netns, addresses: node.nodeIps })),
       router: { netns: this.routerNetns, addresses: [ROUTER_IP] },
       launchHelper: (netns) => this.guest.spawnInteractive({ command: 'node', args: [`${GUEST_DIR}/netns-client.mjs`, netns], netns }),
+      // node's start under TCG on a loaded machine: seconds, sometimes more than the host's 15 s.
+      helperStartTimeoutMs: 60_000,
       cannot: { localLoadBalancerFromPods: IPVS_LOCAL_LOADBALANCER_FROM_PODS },
     };
   }
@@ -329,8 +332,11 @@ export class GuestServicesLab {
   }
 }
 
-/** The agent's order (createAgent): create the plugins, start the controllers, wait for the caches, then sync. */
-async function startAgent(input: {
+/**
+ * The agent's order (createAgent): create the plugins, start the controllers, wait for the caches, then sync. The
+ * agent joins `agents` before anything of it starts, so that the lab's close() stops what started if a step throws.
+ */
+async function startAgent(agents: GuestAgent[], input: {
   kubeconfig: string;
   node: GuestNode;
   logger: PluginContext['logger'];
@@ -338,7 +344,7 @@ async function startAgent(input: {
   proxy: ProxyIpvsOptions;
   lballoc: { ranges: string[] } | undefined;
   onSync: (sync: GuestSync) => void;
-}): Promise<GuestAgent> {
+}): Promise<void> {
   const { node, logger } = input;
   const metrics = new AgentMetrics({ collectDefaultMetrics: false });
   const health = new HealthRegistry({ defaultGraceMs: 60_000 });
@@ -362,9 +368,9 @@ async function startAgent(input: {
       onSync: (_reason, outcome) => input.onSync({ node: node.nodeName, controller: controller.name, ok: outcome.ok, durationMs: Math.round(outcome.durationMs) }),
     }),
   }));
+  agents.push({ kube, controllers: running });
   for (const { controller, scheduler } of running) await controller.start({ requestSync: (reason) => scheduler.requestSync(reason), signal });
   await kube.informers.start({ cacheSyncTimeoutMs: 30_000 });
   health.restartClocks();
   for (const { scheduler } of running) scheduler.start();
-  return { kube, controllers: running };
 }

@@ -101,12 +101,15 @@ export class NetnsClient {
     });
   }
 
-  /** Starts the helper in `netns` (on this host unless `launch` says where) and resolves once it is ready. */
-  static async start(netns: string, launch: HelperLauncher = launchOnHost): Promise<NetnsClient> {
+  /**
+   * Starts the helper in `netns` (on this host unless `launch` says where) and resolves once it is ready, within
+   * `startTimeoutMs` (node starts in seconds under the QEMU guest's emulation).
+   */
+  static async start(netns: string, launch: HelperLauncher = launchOnHost, startTimeoutMs = answerTimeoutMs): Promise<NetnsClient> {
     const child = await launch(netns);
     const client = new NetnsClient(netns, child);
     try {
-      await client.#ask(0, undefined);
+      await client.#ask(0, undefined, startTimeoutMs);
     } catch (error) {
       await client.close();
       throw error;

@@ -20,6 +20,8 @@ export interface ServiceLab {
   router?: { netns: string; addresses: readonly string[] };
   /** Where the namespaces are: the probing helpers start there (on this host by default; the QEMU guest's, say). */
   launchHelper?: HelperLauncher;
+  /** How long a helper may take to start there (default 15 s). */
+  helperStartTimeoutMs?: number;
   /** Checks the proxy under test cannot pass, each with the reason: the scenarios leave them out. */
   cannot?: {
     /** A pod on a node without a local endpoint reaching an externalTrafficPolicy Local LoadBalancer address. */
@@ -84,7 +86,7 @@ export class ServiceCluster {
   client(netns: string): Promise<NetnsClient> {
     let client = this.#clients.get(netns);
     if (client === undefined) {
-      client = NetnsClient.start(netns, this.lab.launchHelper);
+      client = NetnsClient.start(netns, this.lab.launchHelper, this.lab.helperStartTimeoutMs);
       this.#clients.set(netns, client);
       client.catch(() => this.#clients.delete(netns));
     }

@@ -2,7 +2,8 @@ export { startLab, DEFAULT_LAB_NODE_NAME, DEFAULT_LAB_POD_CIDRS } from './lab.js
 export { startLabCluster, defaultClusterNodes } from './cluster.js';
 export { createLabUnderlay, DEFAULT_UNDERLAY_CIDRS } from './underlay.js';
 export { cleanupStale } from './cleanup-stale.js';
-export { LabKubelet } from './kubelet.js';
+export { LabKubelet, podKeyOf } from './kubelet.js';
+export type { RunningPod as LabRunningPod } from './kubelet.js';
 export { KUBEADM_MOUNT_PATHS, writeKubeadmNodeFiles } from './kubeadm-node.js';
 export { unsupportedProtocolReason } from './protocols.js';
 export { NETNS_ANNOTATION, LAB_POD_IMAGE } from './pod-objects.js';

@@ -3,7 +3,6 @@ import { ApiException, CoreV1Api, ListWatch, Watch } from '@kubernetes/client-no
 import type { KubeConfig, V1Pod, V1PodStatus } from '@kubernetes/client-node';
 import { KeyedQueue } from './keyed-queue.js';
 import type { KubeletNode, KubeletSandbox } from './kubelet-node.js';
-import type { PodSandbox } from './lab-node.js';
 import { NETNS_ANNOTATION, containerPorts, isPublished, runningPodStatus } from './pod-objects.js';
 
 const retryBaseMs = 200;
@@ -11,7 +10,7 @@ const retryMaxMs = 5_000;
 const watchRestartMs = 500;
 const startTimeoutMs = 15_000;
 
-export interface RunningPod<S extends KubeletSandbox = PodSandbox> {
+export interface RunningPod<S extends KubeletSandbox = KubeletSandbox> {
   uid: string;
   sandbox: S;
   startTime: Date;
@@ -44,7 +43,7 @@ export function podKeyOf(pod: V1Pod): string {
  * finishes a graceful deletion. Level-triggered: each event only queues the pod's key, and the reconcile compares the
  * informer's view with the sandboxes.
  */
-export class LabKubelet<S extends KubeletSandbox = PodSandbox> {
+export class LabKubelet<S extends KubeletSandbox = KubeletSandbox> {
   private readonly core: CoreV1Api;
   private readonly informer: ListWatch<V1Pod>;
   private readonly running = new Map<string, RunningPod<S>>();

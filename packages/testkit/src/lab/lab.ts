@@ -123,7 +123,7 @@ class RunningLab implements Lab {
   constructor(
     readonly kubeConfig: KubeConfig,
     private readonly node: LabNode,
-    private readonly kubelet: LabKubelet,
+    private readonly kubelet: LabKubelet<PodSandbox>,
     options: LabOptions,
   ) {
     this.prefix = runPrefix(node.runId);
@@ -209,7 +209,7 @@ class RunningLab implements Lab {
     return this.stopping;
   }
 
-  private sandboxEntry(ref: PodRef): RunningPod & { sandbox: PodSandbox } {
+  private sandboxEntry(ref: PodRef): RunningPod<PodSandbox> {
     const key = podKey(ref);
     const running = this.kubelet.runningPod(key);
     if (!running) {
@@ -230,7 +230,7 @@ class RunningLab implements Lab {
   }
 }
 
-function labPod({ uid, sandbox }: RunningPod): LabPod {
+function labPod({ uid, sandbox }: RunningPod<PodSandbox>): LabPod {
   const ipv4 = sandbox.ips.find((ip) => ipFamily(ip) === 4);
   const ipv6 = sandbox.ips.find((ip) => ipFamily(ip) === 6);
   return {

@@ -53,8 +53,11 @@ function runCommand(spec, onSpawn, interactive = false) {
             timedOut = true;
             killGroup(child.pid);
           }, spec.timeoutMs);
-    child.stdout.on('data', (chunk) => stdout.push(chunk));
-    child.stderr.on('data', (chunk) => stderr.push(chunk));
+    // An interactive process's output goes to its 'read' requests only: kept here too, it would grow for its whole life.
+    if (!interactive) {
+      child.stdout.on('data', (chunk) => stdout.push(chunk));
+      child.stderr.on('data', (chunk) => stderr.push(chunk));
+    }
     if (interactive) child.stdin.on('error', () => {});
     else if (spec.input !== undefined) {
       child.stdin.on('error', () => {});
@@ -102,6 +105,11 @@ async function handle(request) {
         request.spec,
         (child) => {
           entry.child = child;
+          // Whole characters: a multi-byte one split across two chunks must not become two broken ones.
+          if (request.interactive) {
+            child.stdout.setEncoding('utf8');
+            child.stderr.setEncoding('utf8');
+          }
           child.stdout.on('data', (chunk) => {
             if (request.interactive) entry.unread.stdout += chunk;
             else entry.stdout += chunk;
@@ -157,7 +165,8 @@ async function handle(request) {
     }
     case 'kill': {
       const entry = background.get(request.pid);
-      killGroup(request.pid);
+      // Only a process of ours that still runs: the pid of one that ended may be another command's group by now.
+      if (entry !== undefined && entry.exit === undefined) killGroup(request.pid);
       background.delete(request.pid);
       return { stdout: entry?.stdout ?? '', stderr: entry?.stderr ?? '' };
     }

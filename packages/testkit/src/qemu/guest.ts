@@ -99,6 +99,8 @@ export class QemuGuest {
   readonly #pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
   #nextId = 1;
   #closed = false;
+  /** Why the guest can answer no more (qemu exited, its port closed); undefined while it can. */
+  #failure: Error | undefined;
   #exited: Promise<void>;
 
   private constructor(qemu: ChildProcess, socket: Socket, workDir: string, info: GuestInfo, defaultTimeoutMs: number) {
@@ -223,7 +225,9 @@ export class QemuGuest {
       },
     });
     const emitter = new EventEmitter();
+    let ended = false;
     const finish = (code: number | null, signal: NodeJS.Signals | null) => {
+      ended = true;
       stdout.end();
       stderr.end();
       emitter.emit('close', code, signal);
@@ -252,6 +256,8 @@ export class QemuGuest {
         return child;
       },
       kill: () => {
+        // After its end the pid may be another process's: only a process still running is killed.
+        if (ended) return false;
         void request({ op: 'kill', pid }).catch(() => undefined);
         return true;
       },
@@ -279,6 +285,8 @@ export class QemuGuest {
 
   #request(body: Record<string, unknown>): Promise<unknown> {
     if (this.#closed) return Promise.reject(new Error('the guest is closed'));
+    // Once qemu or its port is gone, nothing would ever answer: a later request fails as the pending ones did.
+    if (this.#failure) return Promise.reject(this.#failure);
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
@@ -317,6 +325,7 @@ export class QemuGuest {
   }
 
   #failPending(error: Error): void {
+    this.#failure ??= error;
     for (const waiter of this.#pending.values()) waiter.reject(error);
     this.#pending.clear();
   }
