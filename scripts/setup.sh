@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 packages=(iptables ipset nftables iproute2 conntrack tcpdump prometheus ca-certificates openssl
   gobgpd golang-github-osrg-gobgp-dev bird2 frr containernetworking-plugins
-  qemu-system-x86 busybox-static ipvsadm cpio kmod
+  qemu-system-x86 busybox-static ipvsadm cpio kmod socat
   mmdebstrap podman buildah runc)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

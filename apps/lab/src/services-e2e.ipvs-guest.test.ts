@@ -1,13 +1,11 @@
 /**
  * Kubernetes' Services e2e scenarios (testing/service-scenarios.ts, the list services-e2e.test.ts runs against
- * `npm start` on proxy-nftables) against proxy-ipvs on a real IPVS kernel: the QEMU guest. Two nodes, their pods and an
- * external router are network namespaces in the guest; the API server, the kubelets and one proxy-ipvs per node (its
- * commands sent into the guest) run in this process (testing/guest-services-lab.ts). One guest for the file.
+ * `npm start` on proxy-nftables) against proxy-ipvs on a real IPVS kernel: the QEMU guest. Two dual-stack nodes, their
+ * pods and an external router are network namespaces in the guest; the API server, the kubelets and one proxy-ipvs per
+ * node (its commands sent into the guest) run in this process (testing/guest-services-lab.ts), and the guest reaches
+ * the API server through a QEMU host forward, as the `kubernetes` Service's endpoint. One guest for the file; every
+ * scenario of the list runs.
  *
- * Not run here, and why:
- *   should provide secure master service ....................... the `kubernetes` Service's endpoint is the embedded API
- *                                                                 server on this host, which the guest has no link to
- *   [Feature:IPv6DualStack] ...................................... the guest's nodes are IPv4-only
  * Left out of a scenario that runs:
  *   ESIPP "should work from pods" ................................ IPVS_LOCAL_LOADBALANCER_FROM_PODS: a pod on a node
  *                                                                 without a local endpoint is not served by a Local
@@ -16,15 +14,11 @@
  */
 import { randomInt } from 'node:crypto';
 import { PROXY_CONTROLLER } from '@kube-router/proxy-ipvs';
-import { QemuGuest, guestUnavailableReason } from '@kube-router/testkit/qemu';
+import { hasTool } from '@kube-router/netfilter';
+import { guestUnavailableReason } from '@kube-router/testkit/qemu';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GuestServicesLab } from './testing/guest-services-lab.js';
 import { runScenario, SERVICE_SCENARIOS, ServiceCluster } from './testing/service-scenarios.js';
-
-/** Scenarios this cluster cannot run, by their `e2e` name, with the reason. */
-const NOT_IN_THE_GUEST: Readonly<Record<string, string>> = {
-  'should provide secure master service [Conformance]': "the kubernetes Service's endpoint is the API server on the host, which the guest has no link to",
-};
 
 /** Scenarios that run with a check left out (ServiceLab.cannot), by their `e2e` name: what is left out. */
 const PARTLY_IN_THE_GUEST: Readonly<Record<string, string>> = {
@@ -33,13 +27,13 @@ const PARTLY_IN_THE_GUEST: Readonly<Record<string, string>> = {
 };
 
 // The guest always, even on a host with IPVS: the scenarios' namespaces are the guest's.
-const unavailable = process.getuid?.() !== 0 ? 'needs root' : guestUnavailableReason();
+const unavailable =
+  process.getuid?.() !== 0 ? 'needs root' : (guestUnavailableReason() ?? (hasTool('socat') ? undefined : "socat is not installed (the guest's forward to the API server uses it)"));
 
 describe.skipIf(unavailable !== undefined)(
   `Kubernetes' Services e2e scenarios against proxy-ipvs in the QEMU guest${unavailable ? ` (skipped: ${unavailable})` : ''}`,
   () => {
     const runId = `tsvg${randomInt(36 * 36).toString(36).padStart(2, '0')}`;
-    let guest: QemuGuest;
     let lab: GuestServicesLab;
     let cluster: ServiceCluster;
     const fileStarted = Date.now();
@@ -47,10 +41,9 @@ describe.skipIf(unavailable !== undefined)(
 
     beforeAll(async () => {
       const started = Date.now();
-      guest = await QemuGuest.boot({ memoryMiB: 3072, cpus: 2 });
-      lab = await GuestServicesLab.start({ guest, runId });
+      lab = await GuestServicesLab.start({ runId, boot: { memoryMiB: 3072, cpus: 2 } });
       cluster = new ServiceCluster(lab.serviceLab);
-      timings.push(`guest booted in ${(guest.info.bootMs / 1000).toFixed(1)} s, lab ready after ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      timings.push(`guest (${lab.guest.info.kernelRelease}) booted in ${(lab.guest.info.bootMs / 1000).toFixed(1)} s, lab ready after ${((Date.now() - started) / 1000).toFixed(1)} s`);
     }, 300_000);
 
     afterAll(async () => {
@@ -60,18 +53,15 @@ describe.skipIf(unavailable !== undefined)(
       if (durations.length > 0) timings.push(`${durations.length} proxy syncs: median ${at(0.5)} ms, p90 ${at(0.9)} ms, max ${at(1)} ms`);
       await cluster?.close();
       await lab?.close();
-      await guest?.close();
       timings.push(`file took ${((Date.now() - fileStarted) / 1000).toFixed(1)} s`);
       console.log(`services e2e in the IPVS guest (${runId}):\n  ${timings.join('\n  ')}`);
     }, 90_000);
 
-    // What the guest cannot run is not registered at all (the header says why): CI counts nothing as skipped.
-    const runnable = SERVICE_SCENARIOS.filter((scenario) => NOT_IN_THE_GUEST[scenario.e2e] === undefined && !(scenario.needs ?? []).includes('dualStack'));
-    for (const scenario of runnable) {
+    for (const scenario of SERVICE_SCENARIOS) {
       const partly = PARTLY_IN_THE_GUEST[scenario.e2e];
       it(`${scenario.e2e} [${scenario.file}]: ${scenario.checks}${partly ? ` (${partly})` : ''}`, async () => {
-        const missing = (scenario.needs ?? []).filter((need) => need === 'router' && !cluster.lab.router);
-        expect(missing, "the guest's cluster has an external router").toEqual([]);
+        const missing = (scenario.needs ?? []).filter((need) => (need === 'router' ? !cluster.lab.router : !cluster.dualStack));
+        expect(missing, "the guest's cluster is dual-stack and has an external router").toEqual([]);
         await runScenario(cluster, scenario, timings, async (ns) => {
           // What the proxies complained about, and what they programmed: the likeliest why.
           const complaints = lab.logs.slice(-15).map((line) => JSON.stringify(line));
@@ -83,7 +73,7 @@ describe.skipIf(unavailable !== undefined)(
 
     it('leaves no helper process behind in the guest once the scenarios closed theirs', async () => {
       await cluster.close();
-      const { stdout } = await guest.sh('ps -o args 2>/dev/null || ps');
+      const { stdout } = await lab.guest.sh('ps -o args 2>/dev/null || ps');
       expect(stdout.split('\n').filter((line) => line.includes('netns-client.mjs'))).toEqual([]);
     }, 60_000);
   },

@@ -7,15 +7,15 @@
 //   stream: a UDP client that keeps sending from one source port, as conntrack.go's `nc -u -p 12345` loop, and
 //           reports every answer as it comes.
 // It exits when its stdin closes or its namespace is deleted, so a crashed test never leaves it behind.
-/* global process, setTimeout, clearTimeout, setInterval, clearInterval, setImmediate, performance */
+/* global process, setInterval, clearInterval, URL */
 import dgram from 'node:dgram';
 import { existsSync } from 'node:fs';
 import net from 'node:net';
 import { createInterface } from 'node:readline';
+// testkit's probes, beside this file in the QEMU guest; on the host the launcher names testkit's copy (PROBE_CORE).
+const { runProbe } = await import(process.env.PROBE_CORE ?? new URL('./probe-core.mjs', import.meta.url).href);
 
 const netns = process.argv[2] ?? '';
-/** After the handshake, how long a TCP answer may take on a loaded machine. */
-const answerGraceMs = 2_000;
 const streams = new Map();
 const servers = [];
 
@@ -23,77 +23,10 @@ function send(message) {
   process.stdout.write(`${JSON.stringify(message)}\n`);
 }
 
-/** A timer that lets I/O that is already waiting be handled first: a late-scheduled process must not miss an answer. */
-function expireAfterPendingIo(timeoutMs, expire) {
-  return setTimeout(() => setImmediate(expire), timeoutMs);
-}
-
-function probeTcp({ host, port, timeoutMs, expectReply = true }) {
-  const started = performance.now();
-  return new Promise((resolve) => {
-    let settled = false;
-    let received = '';
-    const socket = net.connect({ host, port });
-    const finish = (outcome) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      socket.destroy();
-      resolve({ ...outcome, ms: Math.round(performance.now() - started) });
-    };
-    let timer = expireAfterPendingIo(timeoutMs, () => finish({ ok: false, error: 'timeout' }));
-    socket.once('connect', () => {
-      clearTimeout(timer);
-      if (!expectReply) return finish({ ok: true });
-      timer = expireAfterPendingIo(Math.max(timeoutMs, answerGraceMs), () => finish({ ok: false, error: 'connected, but no answer' }));
-    });
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk) => {
-      received += chunk;
-      if (received.includes('\n')) finish({ ok: true, reply: received.split('\n')[0] });
-    });
-    socket.on('end', () => finish(received ? { ok: true, reply: received } : { ok: false, error: 'closed without an answer' }));
-    socket.on('error', (error) => finish({ ok: false, error: error.code ?? error.message }));
-  });
-}
-
-/** One datagram on a connected socket (an ICMP port unreachable then fails it at once), and its answer. */
-function probeUdp({ host, port, timeoutMs, localPort }) {
-  const started = performance.now();
-  return new Promise((resolve) => {
-    let settled = false;
-    const socket = dgram.createSocket(net.isIPv6(host) ? 'udp6' : 'udp4');
-    const finish = (outcome) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      socket.close();
-      resolve({ ...outcome, ms: Math.round(performance.now() - started) });
-    };
-    const timer = expireAfterPendingIo(timeoutMs, () => finish({ ok: false, error: 'timeout' }));
-    socket.on('message', (message) => finish({ ok: true, reply: message.toString('utf8').split('\n')[0] }));
-    socket.on('error', (error) => finish({ ok: false, error: error.code ?? error.message }));
-    const connect = () =>
-      socket.connect(port, host, () => {
-        // A connect the kernel refused (no route: ENETUNREACH) still calls back, unconnected; its error follows.
-        try {
-          socket.remoteAddress();
-          socket.send('hostname\n', (error) => {
-            if (error) finish({ ok: false, error: error.code ?? error.message });
-          });
-        } catch {
-          setImmediate(() => finish({ ok: false, error: 'not connected' }));
-        }
-      });
-    if (localPort === undefined) connect();
-    else socket.bind(localPort, connect);
-  });
-}
-
 async function probe(request) {
   const results = [];
   for (let i = 0; i < (request.count ?? 1); i++) {
-    results.push(await (request.protocol === 'UDP' ? probeUdp(request) : probeTcp(request)));
+    results.push(await runProbe(request));
   }
   return results;
 }

@@ -1,10 +1,13 @@
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { POD_AGENT_FILES } from '@kube-router/testkit';
 
-/** The helper's script: started on this host as it is, copied into the QEMU guest to be started there. */
-export const NETNS_CLIENT_SCRIPT = fileURLToPath(new URL('./netns-client.mjs', import.meta.url));
+/** The helper's script: started on this host as it is (told where testkit's probes are), copied into the QEMU guest. */
+const NETNS_CLIENT_SCRIPT = fileURLToPath(new URL('./netns-client.mjs', import.meta.url));
+/** The helper's files by name, for a place that runs it from a copy (the QEMU guest): it imports testkit's probes. */
+export const NETNS_CLIENT_FILES: Readonly<Record<string, string>> = { 'netns-client.mjs': NETNS_CLIENT_SCRIPT, 'probe-core.mjs': POD_AGENT_FILES['probe-core.mjs'] };
 /** How long the helper may take to start, or to answer anything but a probe, on a loaded two-core machine. */
 const answerTimeoutMs = 15_000;
 
@@ -29,6 +32,8 @@ export interface ProbeRequest {
   localPort?: number;
   /** TCP: a completed handshake is enough (a TLS server says nothing first). Default true. */
   expectReply?: boolean;
+  /** TCP: a TLS handshake instead, its completion the answer (reply: the protocol and the certificate's CN). */
+  tls?: boolean;
 }
 
 /** The answers a UDP stream has had so far, in order. */
@@ -54,7 +59,10 @@ export type HelperLauncher = (netns: string) => HelperProcess | Promise<HelperPr
 
 // The namespace's name on the command line makes the process recognisable in `ps` as this run's.
 const launchOnHost: HelperLauncher = (netns) =>
-  spawn('ip', ['netns', 'exec', netns, process.execPath, NETNS_CLIENT_SCRIPT, netns], { stdio: ['pipe', 'pipe', 'pipe'] });
+  spawn('ip', ['netns', 'exec', netns, process.execPath, NETNS_CLIENT_SCRIPT, netns], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+    env: { ...process.env, PROBE_CORE: pathToFileURL(POD_AGENT_FILES['probe-core.mjs']).href },
+  });
 
 type Message = { id?: number; ready?: boolean; results?: Outcome[]; ok?: boolean; error?: string; event?: string; reply?: string; at?: number };
 

@@ -1,11 +1,16 @@
-// Connectivity probes, run inside a pod's network namespace by pod-agent.mjs or probe-client.mjs.
-// Plain JavaScript so that `ip netns exec <netns> node <script>` needs no TypeScript loader.
+// Connectivity probes, run inside a network namespace by pod-agent.mjs, probe-client.mjs and apps/lab's
+// netns-client.mjs. Plain JavaScript so that `ip netns exec <netns> node <script>` needs no TypeScript loader.
 /* global setTimeout, clearTimeout, setImmediate, performance */
 import dgram from 'node:dgram';
 import net from 'node:net';
+import tls from 'node:tls';
 
 /**
- * @typedef {{ host: string, port: number, protocol: 'TCP' | 'UDP', timeoutMs: number }} Probe
+ * @typedef {{ host: string, port: number, protocol: 'TCP' | 'UDP', timeoutMs: number,
+ *   expectReply?: boolean, tls?: boolean, localPort?: number }} Probe
+ *   expectReply (TCP, default true): false takes a completed handshake as the answer (a server that says nothing first).
+ *   tls (TCP): a TLS handshake instead, its completion the answer (reply: the protocol and the certificate's CN).
+ *   localPort (UDP): send from this source port (conntrack.go's `nc -u -p`).
  * @typedef {{ ok: boolean, reply?: string, error?: string, ms: number }} ProbeOutcome
  */
 
@@ -36,12 +41,14 @@ export function runProbe(probe) {
  * handshake proves the path open, so the answer then gets a longer grace, which keeps a listener that a loaded
  * machine schedules late from looking like a dropped connection.
  */
-function probeTcp({ host, port, timeoutMs }) {
+function probeTcp({ host, port, timeoutMs, expectReply = true, tls: handshake = false }) {
   const started = performance.now();
   return new Promise((resolve) => {
     let settled = false;
     let received = '';
-    const socket = net.connect({ host, port });
+    // TLS: whoever completes the handshake is a TLS server, which nothing on the way (a NAT, QEMU's user network that
+    // accepts the TCP connection itself) can pretend to be. Its certificate is not checked: only that it answered.
+    const socket = handshake ? tls.connect({ host, port, rejectUnauthorized: false }) : net.connect({ host, port });
     const finish = (outcome) => {
       if (settled) return;
       settled = true;
@@ -53,9 +60,15 @@ function probeTcp({ host, port, timeoutMs }) {
     let timer = expireAfterPendingIo(timeoutMs, () => {
       if (!connected) finish({ ok: false, error: 'timeout' });
     });
+    if (handshake) {
+      socket.once('secureConnect', () => finish({ ok: true, reply: `TLS ${socket.getProtocol()}, certificate ${socket.getPeerCertificate().subject?.CN ?? '(no CN)'}` }));
+    }
     socket.once('connect', () => {
+      // A TLS handshake has not ended at the TCP connect: its deadline stays the whole probe's.
+      if (handshake) return;
       connected = true;
       clearTimeout(timer);
+      if (!expectReply) return finish({ ok: true });
       timer = expireAfterPendingIo(Math.max(timeoutMs, answerGraceMs), () =>
         finish({ ok: false, error: 'connected, but no answer' }),
       );
@@ -71,7 +84,7 @@ function probeTcp({ host, port, timeoutMs }) {
 }
 
 /** Sends one datagram on a connected socket (so that an ICMP port unreachable fails fast) and awaits the answer. */
-function probeUdp({ host, port, timeoutMs }) {
+function probeUdp({ host, port, timeoutMs, localPort }) {
   const started = performance.now();
   return new Promise((resolve) => {
     let settled = false;
@@ -86,10 +99,20 @@ function probeUdp({ host, port, timeoutMs }) {
     const timer = expireAfterPendingIo(timeoutMs, () => finish({ ok: false, error: 'timeout' }));
     socket.on('message', (message) => finish({ ok: true, reply: message.toString('utf8').split('\n')[0] }));
     socket.on('error', (error) => finish({ ok: false, error: error.code ?? error.message }));
-    socket.connect(port, host, () => {
-      socket.send('probe\n', (error) => {
-        if (error) finish({ ok: false, error: error.code ?? error.message });
+    const connect = () =>
+      socket.connect(port, host, () => {
+        // A connect the kernel refused (no route: ENETUNREACH) still calls back, unconnected; its error follows.
+        try {
+          socket.remoteAddress();
+        } catch {
+          setImmediate(() => finish({ ok: false, error: 'not connected' }));
+          return;
+        }
+        socket.send('probe\n', (error) => {
+          if (error) finish({ ok: false, error: error.code ?? error.message });
+        });
       });
-    });
+    if (localPort === undefined) connect();
+    else socket.bind(localPort, connect);
   });
 }

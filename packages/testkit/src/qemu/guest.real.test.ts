@@ -1,17 +1,32 @@
+import { createServer, type AddressInfo, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CommandError } from '@kube-router/netfilter';
-import { QemuGuest, guestUnavailableReason } from './index.js';
+import { CommandError, hasTool } from '@kube-router/netfilter';
+import { HOST_LINK, QemuGuest, guestUnavailableReason } from './index.js';
 
-const unavailable = guestUnavailableReason();
+const unavailable = guestUnavailableReason() ?? (hasTool('socat') ? undefined : 'socat is not installed (the host forwards use it)');
+/** Where the guest reaches the host's echo server through `hostForwards`. */
+const FORWARDED = { guestAddress: '10.0.2.100', guestPort: 7000 };
 
 describe.skipIf(unavailable !== undefined)(`QEMU guest tier${unavailable ? ` (skipped: ${unavailable})` : ''}`, () => {
   let guest: QemuGuest;
+  /** A server of this host's, on loopback: it answers `host <line>` to each line. */
+  let hostServer: Server;
 
   beforeAll(async () => {
-    guest = await QemuGuest.boot();
+    hostServer = createServer((socket) => {
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => socket.write(`host ${chunk}`));
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => hostServer.listen(0, '127.0.0.1', resolve));
+    const hostPort = (hostServer.address() as AddressInfo).port;
+    guest = await QemuGuest.boot({ hostForwards: [{ ...FORWARDED, hostPort }] });
     console.info(`guest ${guest.info.kernelRelease} booted in ${guest.info.bootMs} ms (image ${guest.info.imageBuildMs} ms)`);
   }, 240_000);
-  afterAll(() => guest?.close());
+  afterAll(async () => {
+    await guest?.close();
+    hostServer?.close();
+  });
 
   it('boots a kernel with IPVS loaded and reports how long it took', async () => {
     expect(guest.info.kernelRelease).toMatch(/-cloud-amd64$/);
@@ -81,5 +96,22 @@ describe.skipIf(unavailable !== undefined)(`QEMU guest tier${unavailable ? ` (sk
     const killed = new Promise<unknown>((resolve) => sleeper.once('close', (code, signal) => resolve(code ?? signal)));
     sleeper.kill();
     expect(await killed).toBe('SIGKILL');
+  });
+
+  it("reaches this host's forwarded port, and no other port of the host", async () => {
+    await guest.sh(`ip link set ${HOST_LINK.interface} up && ip addr add ${HOST_LINK.guestAddress}/24 dev ${HOST_LINK.interface}`);
+    // One line out, the host's answer back, through QEMU's user network and socat.
+    const exchange = (host: string, port: number) =>
+      guest.run({
+        command: 'node',
+        args: ['-e', `const s = require('net').connect(${port}, '${host}', () => s.write('ping\\n'));
+          s.setEncoding('utf8'); s.on('data', (d) => { process.stdout.write(d); process.exit(0); });
+          s.on('error', (e) => { console.log(e.code); process.exit(0); }); setTimeout(() => { console.log('timeout'); process.exit(0); }, 3000);`],
+        timeoutMs: 20_000,
+      });
+    expect((await exchange(FORWARDED.guestAddress, FORWARDED.guestPort)).stdout.trim()).toBe('host ping');
+    // The user network's gateway is this host's loopback; restrict=on keeps the guest from reaching it directly.
+    const port = (hostServer.address() as AddressInfo).port;
+    expect((await exchange(HOST_LINK.gateway, port)).stdout.trim()).not.toContain('host ping');
   });
 });

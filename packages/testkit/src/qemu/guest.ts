@@ -5,7 +5,7 @@ import { connect, type Socket } from 'node:net';
 import { PassThrough, Writable } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CommandError } from '@kube-router/netfilter';
+import { CommandError, hasTool } from '@kube-router/netfilter';
 import type { CommandResult, CommandRunner, CommandSpec } from '@kube-router/netfilter';
 import { buildGuestImage, findGuestKernel, type GuestImage } from './image.js';
 
@@ -20,7 +20,26 @@ export interface GuestOptions {
   readonly qemuBinary?: string;
   /** A prebuilt image; by default the cached one for the unpacked kernel is built or reused. */
   readonly image?: GuestImage;
+  /**
+   * TCP services of this host the guest may reach, and nothing else of it: a NIC on QEMU's user network (slirp, with
+   * restrict=on) whose only way out is these forwards. A connection to `guestAddress:guestPort` in the guest becomes
+   * one from this host to `hostAddress:hostPort` (socat, one per connection). The NIC is HOST_LINK.interface in the
+   * guest's root namespace, down and without an address: the test puts it where its topology needs it.
+   */
+  readonly hostForwards?: readonly HostForward[];
 }
+
+export interface HostForward {
+  /** An address of the user network (HOST_LINK.network) other than the guest's and slirp's own, e.g. 10.0.2.100. */
+  readonly guestAddress: string;
+  readonly guestPort: number;
+  /** Default 127.0.0.1. */
+  readonly hostAddress?: string;
+  readonly hostPort: number;
+}
+
+/** The guest's side of `hostForwards`: QEMU's user network (its defaults), the NIC's name and the guest's address. */
+export const HOST_LINK = { interface: 'eth0', network: '10.0.2.0/24', guestAddress: '10.0.2.15', gateway: '10.0.2.2' } as const;
 
 export interface GuestInfo {
   readonly kernelRelease: string;
@@ -51,6 +70,24 @@ export interface InteractiveProcess {
   once(event: 'close', listener: (code: number | null, signal: NodeJS.Signals | null) => void): this;
   /** Kills its process group in the guest; `close` follows. */
   kill(signal?: NodeJS.Signals): boolean;
+}
+
+/**
+ * QEMU's arguments for `hostForwards`: no NIC without forwards; otherwise a virtio NIC on a restricted user network
+ * (the guest reaches nothing of this host or beyond but the forwards) with one guestfwd each. guestfwd's `cmd:` runs
+ * its command for every connection with the connection as its stdin and stdout: socat joins it to the host's port.
+ */
+function hostLinkArgs(forwards: readonly HostForward[]): string[] {
+  if (forwards.length === 0) return ['-nic', 'none'];
+  if (!hasTool('socat')) throw new Error('hostForwards need socat on this host (apt-get install socat)');
+  const guestfwds = forwards.map((forward) => {
+    for (const value of [forward.guestAddress, forward.hostAddress ?? '127.0.0.1']) {
+      // QEMU's option syntax: a comma would end the option; an address is all that belongs here.
+      if (!/^[0-9.]+$/.test(value)) throw new Error(`hostForwards: ${value} is not an IPv4 address`);
+    }
+    return `guestfwd=tcp:${forward.guestAddress}:${forward.guestPort}-cmd:socat STDIO TCP:${forward.hostAddress ?? '127.0.0.1'}:${forward.hostPort}`;
+  });
+  return ['-netdev', ['user', 'id=host', 'restrict=on', ...guestfwds].join(','), '-device', 'virtio-net-pci,netdev=host'];
 }
 
 /** How long one read of an interactive process's output waits in the guest for something to arrive. */
@@ -135,7 +172,7 @@ export class QemuGuest {
         '-display', 'none',
         '-monitor', 'none',
         '-no-reboot',
-        '-nic', 'none',
+        ...hostLinkArgs(options.hostForwards ?? []),
         '-serial', `file:${consolePath}`,
         '-device', 'virtio-serial-pci',
         // wait=on: the guest does not start before the host is connected, so no message is lost.

@@ -46,6 +46,8 @@ const IPTABLES_NAMES = ['iptables', 'ip6tables'].flatMap((base) =>
 export const BOOT_MODULES = [
   'virtio_pci',
   'virtio_console',
+  // The NIC of GuestOptions.hostForwards; no udev in the image loads it when the device appears.
+  'virtio_net',
   'ip_vs',
   'ip_vs_rr',
   'nf_conntrack',
@@ -56,7 +58,7 @@ export const BOOT_MODULES = [
   'ip_set',
 ];
 const MODULE_DIRS = ['kernel/net', 'kernel/lib', 'kernel/crypto', 'kernel/arch', 'kernel/drivers/virtio', 'kernel/drivers/char'];
-const MODULE_FILES = ['kernel/drivers/net/dummy.ko', 'kernel/drivers/net/veth.ko'];
+const MODULE_FILES = ['kernel/drivers/net/dummy.ko', 'kernel/drivers/net/veth.ko', 'kernel/drivers/net/virtio_net.ko', 'kernel/drivers/net/net_failover.ko'];
 
 const here = dirname(fileURLToPath(import.meta.url));
 const agentScript = join(here, 'guest-agent.mjs');

@@ -1,5 +1,5 @@
-export { QemuGuest, guestUnavailableReason } from './guest.js';
-export type { BackgroundProcess, GuestInfo, GuestOptions, InteractiveProcess } from './guest.js';
+export { HOST_LINK, QemuGuest, guestUnavailableReason } from './guest.js';
+export type { BackgroundProcess, GuestInfo, GuestOptions, HostForward, InteractiveProcess } from './guest.js';
 export { BOOT_MODULES, DEFAULT_GUEST_DIR, buildGuestImage, findGuestKernel, guestDir } from './image.js';
 export type { GuestImage, GuestKernel } from './image.js';
 export { hostHasIpvs, ipvsKernelUnavailableReason, openIpvsKernel } from './kernel.js';
