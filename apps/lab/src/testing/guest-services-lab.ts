@@ -268,8 +268,8 @@ export class GuestServicesLab {
       }
       kubeconfig = await server.writeKubeconfig();
     } catch (error) {
-      await guest?.close();
-      await server.close();
+      await guest?.close().catch(() => undefined);
+      await server.close().catch(() => undefined);
       throw error;
     }
     const { nodes, routerNetns } = network;
@@ -351,8 +351,11 @@ export class GuestServicesLab {
       await agent.kube.informers.stop().catch(() => undefined);
     }
     for (const kubelet of this.#kubelets.splice(0)) await kubelet.stop().catch(() => undefined);
-    await this.server.close();
-    await this.guest.close();
+    try {
+      await this.server.close();
+    } finally {
+      await this.guest.close();
+    }
   }
 }
 

@@ -28,11 +28,10 @@ export interface ProbeRequest {
   count?: number;
   /** Per request; default 1500 ms. */
   timeoutMs?: number;
-  /** UDP: send from this source port (conntrack.go's `nc -p`). */
-  localPort?: number;
-  /** TCP: a completed handshake is enough (a TLS server says nothing first). Default true. */
-  expectReply?: boolean;
-  /** TCP: a TLS handshake instead, its completion the answer (reply: the protocol and the certificate's CN). */
+  /**
+   * TCP: a TLS handshake instead of a line, its completion the answer (reply: the protocol and the certificate's CN),
+   * for a server that says nothing first.
+   */
   tls?: boolean;
 }
 

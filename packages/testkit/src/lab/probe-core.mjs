@@ -6,11 +6,9 @@ import net from 'node:net';
 import tls from 'node:tls';
 
 /**
- * @typedef {{ host: string, port: number, protocol: 'TCP' | 'UDP', timeoutMs: number,
- *   expectReply?: boolean, tls?: boolean, localPort?: number }} Probe
- *   expectReply (TCP, default true): false takes a completed handshake as the answer (a server that says nothing first).
- *   tls (TCP): a TLS handshake instead, its completion the answer (reply: the protocol and the certificate's CN).
- *   localPort (UDP): send from this source port (conntrack.go's `nc -u -p`).
+ * @typedef {{ host: string, port: number, protocol: 'TCP' | 'UDP', timeoutMs: number, tls?: boolean }} Probe
+ *   tls (TCP): a TLS handshake instead of a line, its completion the answer (reply: the protocol and the certificate's
+ *   CN), for a server that says nothing first.
  * @typedef {{ ok: boolean, reply?: string, error?: string, ms: number }} ProbeOutcome
  */
 
@@ -41,7 +39,7 @@ export function runProbe(probe) {
  * handshake proves the path open, so the answer then gets a longer grace, which keeps a listener that a loaded
  * machine schedules late from looking like a dropped connection.
  */
-function probeTcp({ host, port, timeoutMs, expectReply = true, tls: handshake = false }) {
+function probeTcp({ host, port, timeoutMs, tls: handshake = false }) {
   const started = performance.now();
   return new Promise((resolve) => {
     let settled = false;
@@ -68,7 +66,6 @@ function probeTcp({ host, port, timeoutMs, expectReply = true, tls: handshake = 
       if (handshake) return;
       connected = true;
       clearTimeout(timer);
-      if (!expectReply) return finish({ ok: true });
       timer = expireAfterPendingIo(Math.max(timeoutMs, answerGraceMs), () =>
         finish({ ok: false, error: 'connected, but no answer' }),
       );
@@ -84,7 +81,7 @@ function probeTcp({ host, port, timeoutMs, expectReply = true, tls: handshake = 
 }
 
 /** Sends one datagram on a connected socket (so that an ICMP port unreachable fails fast) and awaits the answer. */
-function probeUdp({ host, port, timeoutMs, localPort }) {
+function probeUdp({ host, port, timeoutMs }) {
   const started = performance.now();
   return new Promise((resolve) => {
     let settled = false;
@@ -99,20 +96,12 @@ function probeUdp({ host, port, timeoutMs, localPort }) {
     const timer = expireAfterPendingIo(timeoutMs, () => finish({ ok: false, error: 'timeout' }));
     socket.on('message', (message) => finish({ ok: true, reply: message.toString('utf8').split('\n')[0] }));
     socket.on('error', (error) => finish({ ok: false, error: error.code ?? error.message }));
-    const connect = () =>
-      socket.connect(port, host, () => {
-        // A connect the kernel refused (no route: ENETUNREACH) still calls back, unconnected; its error follows.
-        try {
-          socket.remoteAddress();
-        } catch {
-          setImmediate(() => finish({ ok: false, error: 'not connected' }));
-          return;
-        }
-        socket.send('probe\n', (error) => {
-          if (error) finish({ ok: false, error: error.code ?? error.message });
-        });
+    socket.connect(port, host, (error) => {
+      // A connect the kernel refused (no route: ENETUNREACH) calls back with its error, and sending would throw.
+      if (error) return finish({ ok: false, error: error.code ?? error.message });
+      socket.send('probe\n', (sendError) => {
+        if (sendError) finish({ ok: false, error: sendError.code ?? sendError.message });
       });
-    if (localPort === undefined) connect();
-    else socket.bind(localPort, connect);
+    });
   });
 }

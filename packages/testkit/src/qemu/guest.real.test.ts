@@ -3,7 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CommandError, hasTool } from '@kube-router/netfilter';
 import { HOST_LINK, QemuGuest, guestUnavailableReason } from './index.js';
 
-const unavailable = guestUnavailableReason() ?? (hasTool('socat') ? undefined : 'socat is not installed (the host forwards use it)');
+const unavailable = guestUnavailableReason();
+/** The host forward's case alone needs socat. */
+const noSocat = hasTool('socat') ? undefined : 'socat is not installed (apt-get install socat)';
 /** Where the guest reaches the host's echo server through `hostForwards`. */
 const FORWARDED = { guestAddress: '10.0.2.100', guestPort: 7000 };
 
@@ -20,7 +22,7 @@ describe.skipIf(unavailable !== undefined)(`QEMU guest tier${unavailable ? ` (sk
     });
     await new Promise<void>((resolve) => hostServer.listen(0, '127.0.0.1', resolve));
     const hostPort = (hostServer.address() as AddressInfo).port;
-    guest = await QemuGuest.boot({ hostForwards: [{ ...FORWARDED, hostPort }] });
+    guest = await QemuGuest.boot({ hostForwards: noSocat ? [] : [{ ...FORWARDED, hostPort }] });
     console.info(`guest ${guest.info.kernelRelease} booted in ${guest.info.bootMs} ms (image ${guest.info.imageBuildMs} ms)`);
   }, 240_000);
   afterAll(async () => {
@@ -98,7 +100,7 @@ describe.skipIf(unavailable !== undefined)(`QEMU guest tier${unavailable ? ` (sk
     expect(await killed).toBe('SIGKILL');
   });
 
-  it("reaches this host's forwarded port, and no other port of the host", async () => {
+  it.skipIf(noSocat !== undefined)(`reaches this host's forwarded port, and no other port of the host${noSocat ? ` (skipped: ${noSocat})` : ''}`, async () => {
     await guest.sh(`ip link set ${HOST_LINK.interface} up && ip addr add ${HOST_LINK.guestAddress}/24 dev ${HOST_LINK.interface}`);
     // One line out, the host's answer back, through QEMU's user network and socat.
     const exchange = (host: string, port: number) =>

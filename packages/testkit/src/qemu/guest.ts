@@ -1,12 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { connect, type Socket } from 'node:net';
+import { connect, isIPv4, type Socket } from 'node:net';
 import { PassThrough, Writable } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CommandError, hasTool } from '@kube-router/netfilter';
 import type { CommandResult, CommandRunner, CommandSpec } from '@kube-router/netfilter';
+import { trackProcess, untrackProcess } from '../lab/exit-cleanup.js';
 import { buildGuestImage, findGuestKernel, type GuestImage } from './image.js';
 
 export interface GuestOptions {
@@ -83,7 +84,10 @@ function hostLinkArgs(forwards: readonly HostForward[]): string[] {
   const guestfwds = forwards.map((forward) => {
     for (const value of [forward.guestAddress, forward.hostAddress ?? '127.0.0.1']) {
       // QEMU's option syntax: a comma would end the option; an address is all that belongs here.
-      if (!/^[0-9.]+$/.test(value)) throw new Error(`hostForwards: ${value} is not an IPv4 address`);
+      if (!isIPv4(value)) throw new Error(`hostForwards: ${value} is not an IPv4 address`);
+    }
+    for (const port of [forward.guestPort, forward.hostPort]) {
+      if (!Number.isInteger(port) || port < 1 || port > 65_535) throw new Error(`hostForwards: ${port} is not a TCP port`);
     }
     return `guestfwd=tcp:${forward.guestAddress}:${forward.guestPort}-cmd:socat STDIO TCP:${forward.hostAddress ?? '127.0.0.1'}:${forward.hostPort}`;
   });
@@ -155,6 +159,8 @@ export class QemuGuest {
     const buildStarted = performance.now();
     const image = options.image ?? buildImageOrThrow();
     const imageBuildMs = Math.round(performance.now() - buildStarted);
+    // Before anything is made: a bad forward throws here.
+    const hostLink = hostLinkArgs(options.hostForwards ?? []);
     const workDir = mkdtempSync(join(tmpdir(), 'kube-router-guest-'));
     const socketPath = join(workDir, 'rpc.sock');
     const consolePath = join(workDir, 'console.log');
@@ -172,7 +178,7 @@ export class QemuGuest {
         '-display', 'none',
         '-monitor', 'none',
         '-no-reboot',
-        ...hostLinkArgs(options.hostForwards ?? []),
+        ...hostLink,
         '-serial', `file:${consolePath}`,
         '-device', 'virtio-serial-pci',
         // wait=on: the guest does not start before the host is connected, so no message is lost.
@@ -181,6 +187,9 @@ export class QemuGuest {
       ],
       { stdio: ['ignore', 'ignore', 'pipe'] },
     );
+    // A test process that ends without close() (a hook's timeout, an uncaught error) takes its guest with it.
+    trackProcess(qemu);
+    qemu.once('exit', () => untrackProcess(qemu));
     let qemuStderr = '';
     qemu.stderr?.on('data', (chunk: Buffer) => (qemuStderr += chunk.toString()));
     const bootTimeoutMs = options.bootTimeoutMs ?? 180_000;
