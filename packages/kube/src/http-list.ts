@@ -1,6 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { deadlineSignal } from './deadline-signal.js';
 import { KubeRequestTimeoutError } from './request-options.js';
 
 /** One page of a list, as JSON: its items are not read yet, so that one bad item cannot fail the page. */
@@ -45,8 +46,7 @@ export async function listPage(
   const requestOptions: https.RequestOptions & { headers?: Record<string, string> } = {};
   await kubeConfig.applyToHTTPSOptions(requestOptions);
 
-  const timeout = AbortSignal.timeout(timeoutMs);
-  const combined = signal ? AbortSignal.any([timeout, signal]) : timeout;
+  const deadline = deadlineSignal(timeoutMs, signal);
   const transport = url.protocol === 'https:' ? https : http;
   let body: { statusCode: number; statusMessage: string; text: string };
   try {
@@ -56,7 +56,7 @@ export async function listPage(
         headers: { ...requestOptions.headers, Accept: 'application/json' },
         ...(requestOptions.agent !== undefined && { agent: requestOptions.agent }),
         ...(requestOptions.auth !== undefined && { auth: requestOptions.auth }),
-        signal: combined,
+        signal: deadline.signal,
       });
       request.on('error', reject);
       request.on('response', (response) => {
@@ -79,8 +79,10 @@ export async function listPage(
       request.end();
     });
   } catch (error) {
-    if (timeout.aborted && !signal?.aborted) throw new KubeRequestTimeoutError(what, timeoutMs);
+    if (deadline.timedOut()) throw new KubeRequestTimeoutError(what, timeoutMs);
     throw error;
+  } finally {
+    deadline.dispose();
   }
 
   if (body.statusCode !== 200) throw listResponseError(body.statusCode, body.statusMessage, body.text);

@@ -1,5 +1,6 @@
 import { Observable } from '@kubernetes/client-node';
 import type { ConfigurationOptions, ObservableMiddleware, RequestContext, ResponseContext } from '@kubernetes/client-node';
+import { deadlineSignal } from './deadline-signal.js';
 
 export class KubeRequestTimeoutError extends Error {
   constructor(what: string, timeoutMs: number) {
@@ -19,11 +20,10 @@ export async function callApi<T>(
   call: (options: ConfigurationOptions) => Promise<T>,
   signal?: AbortSignal,
 ): Promise<T> {
-  const timeout = AbortSignal.timeout(timeoutMs);
-  const combined = signal ? AbortSignal.any([timeout, signal]) : timeout;
+  const deadline = deadlineSignal(timeoutMs, signal);
   const middleware: ObservableMiddleware = {
     pre(context: RequestContext): Observable<RequestContext> {
-      context.setSignal(combined);
+      context.setSignal(deadline.signal);
       return new Observable(Promise.resolve(context));
     },
     post(context: ResponseContext): Observable<ResponseContext> {
@@ -33,7 +33,9 @@ export async function callApi<T>(
   try {
     return await call({ middleware: [middleware], middlewareMergeStrategy: 'append' });
   } catch (error) {
-    if (timeout.aborted && !signal?.aborted) throw new KubeRequestTimeoutError(what, timeoutMs);
+    if (deadline.timedOut()) throw new KubeRequestTimeoutError(what, timeoutMs);
     throw error;
+  } finally {
+    deadline.dispose();
   }
 }
