@@ -1,8 +1,8 @@
 /**
- * The agent under measurement: the reference CLI, firewall only (netpol-iptables), in its own process inside its own
- * network namespace, reaching an API server in the measuring process over a veth pair. The process is started with
- * --expose-gc and a preload that collects garbage on SIGUSR2 and prints the heap that is left, so that memory is
- * read as what is live, not as whatever the collector has not got round to.
+ * The agent under measurement: the reference CLI (firewall only, netpol-iptables, unless told other features), in its
+ * own process inside its own network namespace, reaching an API server in the measuring process over a veth pair. The
+ * process is started with --expose-gc and a preload that collects garbage on SIGUSR2 and prints the heap that is
+ * left, so that memory is read as what is live, not as whatever the collector has not got round to.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { addNetns, deleteNetns, ExecRunner } from '@kube-router/netfilter';
+import { FEATURES, type Feature } from '../flags.js';
 
 const AGENT_CLI = fileURLToPath(new URL('../cli.ts', import.meta.url));
 const GC_PRELOAD = fileURLToPath(new URL('./gc-on-signal.mjs', import.meta.url));
@@ -58,6 +59,27 @@ export async function createScaleNetns(id = randomBytes(3).toString('hex')): Pro
   return { name, hostIp, netnsIp, remove };
 }
 
+/** The --run-* features an agent under measurement runs, by the flag's feature name. */
+export type MeasuredFeatures = Partial<Record<Feature, boolean>>;
+
+export interface MeasuredAgentOptions {
+  /** A file from bundleAgent to run with plain node; without it the agent runs from source through tsx. */
+  bundle?: string;
+  /**
+   * The CLI entry to run from source instead of src/cli.ts (e.g. testing/cli-with-stand-ins.ts); a `bundle` made
+   * from it (bundleAgent's `entry`) runs it bundled.
+   */
+  entry?: string;
+  /** The features to run; default the firewall alone. Those left out run with --run-<feature>=false. */
+  features?: MeasuredFeatures;
+  /** Flags after the defaults (a flag given twice takes its last value). */
+  extraFlags?: readonly string[];
+  /** Options of node itself, e.g. `--cpu-prof`. */
+  nodeOptions?: readonly string[];
+  /** Environment variables beside the measuring process's own. */
+  env?: Readonly<Record<string, string>>;
+}
+
 /** One netpol sync as the agent logs it at -v=1: 'netpol sync applied' (compute and total) and 'sync ended'. */
 export interface LoggedSync {
   reason: string;
@@ -83,18 +105,13 @@ export class MeasuredAgent {
   #gcWaiters: ((reading: AfterGc) => void)[] = [];
   #exit: number | string | undefined;
 
-  /**
-   * `bundle`: a file from bundleAgent to run with plain node; without it the agent runs from source through tsx, as
-   * the lab and the tests run it. `nodeOptions` go to node (e.g. `--cpu-prof`), `extraFlags` to the agent.
-   */
-  constructor(netns: ScaleNetns, kubeconfig: string, options: { bundle?: string; extraFlags?: readonly string[]; nodeOptions?: readonly string[] } = {}) {
-    const { bundle, extraFlags = [], nodeOptions = [] } = options;
-    const entry = bundle ? [bundle] : ['--conditions=@kube-router/source', '--import', 'tsx', AGENT_CLI];
+  /** Without a bundle the agent runs from source through tsx, as the lab and the tests run it. */
+  constructor(netns: ScaleNetns, kubeconfig: string, options: MeasuredAgentOptions = {}) {
+    const { bundle, extraFlags = [], nodeOptions = [], features = { firewall: true } } = options;
+    const entry = bundle ? [bundle] : ['--conditions=@kube-router/source', '--import', 'tsx', options.entry ?? AGENT_CLI];
     this.netns = netns;
     const flags = [
-      '--run-firewall=true',
-      '--run-service-proxy=false',
-      '--run-router=false',
+      ...FEATURES.map((feature) => `--run-${feature}=${features[feature] === true}`),
       `--kubeconfig=${kubeconfig}`,
       '--hostname-override=sc-node',
       '--enable-ipv6=true',
@@ -110,7 +127,7 @@ export class MeasuredAgent {
     this.#child = spawn(
       'ip',
       ['netns', 'exec', netns.name, process.execPath, ...nodeOptions, '--expose-gc', '--import', GC_PRELOAD, ...entry, ...flags],
-      { cwd: AGENT_DIR, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, POD_NAME: 'sc-agent', POD_NAMESPACE: 'kube-system' } },
+      { cwd: AGENT_DIR, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, POD_NAME: 'sc-agent', POD_NAMESPACE: 'kube-system', ...options.env } },
     );
     createInterface({ input: this.#child.stdout! }).on('line', (line) => this.#onLogLine(line));
     createInterface({ input: this.#child.stderr! }).on('line', (line) => {
@@ -220,9 +237,9 @@ export class MeasuredAgent {
 
   #onLogLine(line: string): void {
     if (line.includes('"sync ended"') || line.includes('"netpol sync applied"')) {
-      const entry = JSON.parse(line) as { msg: string; reason: string; durationMs?: number; computeMs?: number };
+      const entry = JSON.parse(line) as { msg: string; controller?: string; reason: string; durationMs?: number; computeMs?: number };
       if (entry.msg === 'netpol sync applied') this.#lastComputeMs = entry.computeMs;
-      else if (entry.msg === 'sync ended') {
+      else if (entry.msg === 'sync ended' && entry.controller === 'netpol') {
         this.syncs.push({ reason: entry.reason, durationMs: entry.durationMs ?? Number.NaN, ...(this.#lastComputeMs !== undefined && { computeMs: this.#lastComputeMs }) });
         this.#lastComputeMs = undefined;
       }
@@ -238,15 +255,15 @@ export class MeasuredAgent {
 }
 
 /**
- * Bundles apps/agent/src/cli.ts and everything it imports into one ES module under `dir` (with a copy of the
- * agent's package.json beside it, which the CLI reads for --version), to run with plain node: what a built agent
- * costs, without tsx's loader thread and its transform cache (about 120 MiB of RSS on an idle agent).
+ * Bundles apps/agent/src/cli.ts (or another CLI `entry`) and everything it imports into one ES module under `dir`
+ * (with a copy of the agent's package.json beside it, which the CLI reads for --version), to run with plain node: what
+ * a built agent costs, without tsx's loader thread and its transform cache (about 120 MiB of RSS on an idle agent).
  */
-export async function bundleAgent(dir: string): Promise<string> {
+export async function bundleAgent(dir: string, entry: string = AGENT_CLI): Promise<string> {
   const { build } = await import('esbuild');
   const outfile = join(dir, 'bin', 'kube-router.mjs');
   await build({
-    entryPoints: [AGENT_CLI],
+    entryPoints: [entry],
     outfile,
     bundle: true,
     platform: 'node',

@@ -1,7 +1,8 @@
 /**
  * A cluster of a chosen size for the scale bench and the leak test: pods spread over namespaces of 100, 200 of them
  * on the node under test, one policy per five pods (20 per namespace), and churn at a constant size (pods replaced,
- * labels flipped, policies updated) that leaves the cluster as large as it found it.
+ * labels flipped, policies updated) that leaves the cluster as large as it found it. ServiceWorld and NodeWorld do
+ * the same for the other plugins' churn (plugin-churn.ts): Services with their EndpointSlices, and other Nodes.
  */
 import { peerPodSetName, ruleSetKey } from '@kube-router/netpol-iptables';
 import type { ApiServer, KubeObjectInput } from '@kube-router/testkit';
@@ -193,4 +194,209 @@ function podName(slot: PodSlot): string {
 function podIps(slot: PodSlot): { v4: string; v6: string } {
   const high = 128 + (slot.generation % 64);
   return { v4: `10.${high}.${(slot.index >> 8) & 255}.${slot.index & 255}`, v6: `fd00:${high.toString(16)}::${slot.index.toString(16)}` };
+}
+
+/** Where ServiceWorld's objects live. */
+export const CHURN_NAMESPACE = 'churn';
+const SERVICE_PORT = 80;
+const TARGET_PORT = 8080;
+
+export interface ServiceShape {
+  services: number;
+  /** Endpoints per Service, in one EndpointSlice each; 0: no slices (what lballoc reads is the Services alone). */
+  endpoints: number;
+  type: 'ClusterIP' | 'LoadBalancer';
+}
+
+interface ServiceSlot {
+  index: number;
+  /** Bumped when churn replaces the Service: a new name, cluster IP and endpoints, as a redeployment gives. */
+  generation: number;
+  /** Bumped when churn moves the Service's endpoints (a rollout of its pods). */
+  endpointsVersion: number;
+}
+
+/** The last Service a churn round made: its slice (if any) was the round's last write. */
+export interface ServiceProbe {
+  name: string;
+  clusterIp: string;
+  port: number;
+  /** Its first endpoint, or undefined without slices. */
+  endpointIp: string | undefined;
+  targetPort: number;
+}
+
+/**
+ * Services (and their EndpointSlices, written as kube-controller-manager would) for the proxies' and lballoc's churn:
+ * a constant number of them, churn replacing some under new names, cluster IPs and endpoints, and moving the
+ * endpoints of others. Up to 1,000 Services, IPv4.
+ */
+export class ServiceWorld {
+  readonly shape: ServiceShape;
+  readonly #api: ApiServer;
+  readonly #slots: ServiceSlot[] = [];
+  #replaceCursor = 0;
+  #updateCursor = 0;
+
+  constructor(api: ApiServer, shape: ServiceShape) {
+    if (shape.services > 1_000 || shape.endpoints > 8) throw new Error('ServiceWorld holds up to 1,000 Services of up to 8 endpoints');
+    this.#api = api;
+    this.shape = shape;
+    for (let index = 0; index < shape.services; index++) this.#slots.push({ index, generation: 0, endpointsVersion: 0 });
+  }
+
+  /** The namespace, this node (its address: the proxies read it) and every Service with its slice. */
+  seed(nodeAddress: string): void {
+    this.#api.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: CHURN_NAMESPACE } });
+    this.#api.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: SCALE_NODE }, spec: {}, status: { addresses: [{ type: 'InternalIP', address: nodeAddress }] } });
+    for (const slot of this.#slots) this.#createService(slot);
+  }
+
+  /**
+   * One round at a constant size: `update` Services get other endpoints, then `replace` Services are deleted (with
+   * their slices) and made again under new names. Returns the last one made, whose slice is the round's last write.
+   */
+  churn(counts: { replace: number; update: number }): ServiceProbe {
+    for (let i = 0; i < counts.update && this.shape.endpoints > 0; i++) {
+      const slot = this.#slots[(this.#updateCursor++ * 7) % this.#slots.length]!;
+      slot.endpointsVersion++;
+      this.#api.upsert(this.#sliceObject(slot));
+    }
+    let last: ServiceSlot | undefined;
+    for (let i = 0; i < counts.replace; i++) {
+      last = this.#slots[this.#replaceCursor++ % this.#slots.length]!;
+      if (this.shape.endpoints > 0) this.#api.delete('discovery.k8s.io/v1', 'EndpointSlice', CHURN_NAMESPACE, `${serviceName(last)}-a`);
+      this.#api.delete('v1', 'Service', CHURN_NAMESPACE, serviceName(last));
+      last.generation++;
+      last.endpointsVersion = 0;
+      this.#createService(last);
+    }
+    if (!last) throw new Error('a churn round replaces at least one Service');
+    return this.#probe(last);
+  }
+
+  #createService(slot: ServiceSlot): void {
+    this.#api.create({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { namespace: CHURN_NAMESPACE, name: serviceName(slot) },
+      spec: {
+        type: this.shape.type,
+        clusterIP: clusterIp(slot),
+        clusterIPs: [clusterIp(slot)],
+        ports: [{ name: 'http', protocol: 'TCP', port: SERVICE_PORT, targetPort: TARGET_PORT }],
+      },
+    });
+    if (this.shape.endpoints > 0) this.#api.create(this.#sliceObject(slot));
+  }
+
+  #sliceObject(slot: ServiceSlot): KubeObjectInput {
+    return {
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata: { namespace: CHURN_NAMESPACE, name: `${serviceName(slot)}-a`, labels: { 'kubernetes.io/service-name': serviceName(slot) } },
+      addressType: 'IPv4',
+      ports: [{ name: 'http', protocol: 'TCP', port: TARGET_PORT }],
+      endpoints: endpointIps(slot, this.shape.endpoints).map((ip) => ({ addresses: [ip], conditions: { ready: true }, nodeName: `sc-remote-${slot.index % REMOTE_NODES}` })),
+    };
+  }
+
+  #probe(slot: ServiceSlot): ServiceProbe {
+    return { name: serviceName(slot), clusterIp: clusterIp(slot), port: SERVICE_PORT, endpointIp: endpointIps(slot, this.shape.endpoints)[0], targetPort: TARGET_PORT };
+  }
+}
+
+function serviceName(slot: ServiceSlot): string {
+  return `svc-${slot.index}-g${slot.generation}`;
+}
+
+/** The slot's place in the last two octets of its addresses: up to 250 per third octet, never .0 nor .255. */
+function slotOctets(index: number): { third: number; fourth: number } {
+  return { third: Math.floor(index / 250), fourth: (index % 250) + 1 };
+}
+
+/** In 10.96.0.0/12, unique per slot, and per generation for the next eight. */
+function clusterIp(slot: ServiceSlot): string {
+  const { third, fourth } = slotOctets(slot.index);
+  return `10.${97 + (slot.generation % 8)}.${third}.${fourth}`;
+}
+
+/** In 10.128.0.0/11: the slot in the last two octets (the endpoint too in the third), generation and version in the second. */
+function endpointIps(slot: ServiceSlot, count: number): string[] {
+  const { third, fourth } = slotOctets(slot.index);
+  return Array.from({ length: count }, (_, j) => `10.${128 + ((slot.generation * 4 + slot.endpointsVersion) % 32)}.${j * 4 + third}.${fourth}`);
+}
+
+interface NodeSlot {
+  index: number;
+  generation: number;
+}
+
+/** The pod CIDR a churn round gave a new Node, and the one it took away with the Node it deleted last. */
+export interface NodeRouteProbe {
+  added: string;
+  removed: string;
+}
+
+/**
+ * Other Nodes of the cluster, each with an IPv4 pod CIDR, for route-sync's churn: a constant number of them, churn
+ * deleting some and adding Nodes with other names and pod CIDRs in their place (nodes replaced by an autoscaler).
+ */
+export class NodeWorld {
+  readonly #api: ApiServer;
+  readonly #slots: NodeSlot[] = [];
+  readonly #address: string;
+  #cursor = 0;
+
+  /** `address`: every Node's InternalIP. Up to 1,024 Nodes. */
+  constructor(api: ApiServer, nodes: number, address: string) {
+    if (nodes > 1_024) throw new Error('NodeWorld holds up to 1,024 Nodes');
+    this.#api = api;
+    this.#address = address;
+    for (let index = 0; index < nodes; index++) this.#slots.push({ index, generation: 0 });
+  }
+
+  /** This node (without a pod CIDR of its own here) and the others. */
+  seed(): void {
+    this.#api.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: SCALE_NODE }, spec: {}, status: { addresses: [{ type: 'InternalIP', address: this.#address }] } });
+    for (const slot of this.#slots) this.#api.create(this.#nodeObject(slot));
+  }
+
+  /** The pod CIDRs of the Nodes there are now. */
+  podCidrs(): string[] {
+    return this.#slots.map(podCidr);
+  }
+
+  churn(replace: number): NodeRouteProbe {
+    let probe: NodeRouteProbe | undefined;
+    for (let i = 0; i < replace; i++) {
+      const slot = this.#slots[this.#cursor++ % this.#slots.length]!;
+      const removed = podCidr(slot);
+      this.#api.delete('v1', 'Node', undefined, nodeName(slot));
+      slot.generation++;
+      this.#api.create(this.#nodeObject(slot));
+      probe = { added: podCidr(slot), removed };
+    }
+    if (!probe) throw new Error('a churn round replaces at least one Node');
+    return probe;
+  }
+
+  #nodeObject(slot: NodeSlot): KubeObjectInput {
+    return {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: nodeName(slot) },
+      spec: { podCIDR: podCidr(slot), podCIDRs: [podCidr(slot)] },
+      status: { addresses: [{ type: 'InternalIP', address: this.#address }] },
+    };
+  }
+}
+
+function nodeName(slot: NodeSlot): string {
+  return `rn-${slot.index}-g${slot.generation}`;
+}
+
+/** A /26 in 10.160.0.0/11: the slot in the last two octets, the generation in the second. */
+function podCidr(slot: NodeSlot): string {
+  return `10.${160 + (slot.generation % 32)}.${slot.index >> 2}.${(slot.index & 3) * 64}/26`;
 }
