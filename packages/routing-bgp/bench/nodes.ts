@@ -24,6 +24,7 @@ import { bgpRoutersSkipReason, renderBirdConfig, startBird, type BgpRouter, type
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { GobgpClient, loadGobgpApi } from '../src/gobgp-api.js';
+import { isLocalPath, pathPrefix } from '../src/paths.js';
 import { createMesh, nodeObject, routingAgent, runner, sh, type Mesh, type MeshNode, type RoutingAgent } from '../src/testing/mesh.js';
 import { AGENT_ROUTE_SYNC_LIMITS, AGENT_ROUTING_LIMITS, deleteNetns, median, pidIn, rssMiB, sleep } from './shared.js';
 
@@ -229,22 +230,29 @@ async function runSize(size: number): Promise<SizeResult> {
     const gobgp = api;
     let establishedAt = 0;
     let kernelAt = 0;
-    // How the mesh comes up, every 10 s: peers configured in gobgpd, ESTABLISHED, routes installed.
+    // How the mesh comes up, every 10 s: peers configured in gobgpd, ESTABLISHED, the other nodes' pod CIDRs in
+    // gobgpd's RIB, routes installed (which of them trails says where the time goes).
     const progress: string[] = [];
     let nextProgress = started + 10_000;
+    let up = 0;
+    let configured = 0;
     await waitFor(
       `${size - 1} peers ESTABLISHED and ${size - 1} routes installed`,
       async () => {
         if (!establishedAt) {
           const list = await gobgp.listPeers();
-          const up = list.filter((peer) => peer.state?.sessionState === 'ESTABLISHED').length;
+          configured = list.length;
+          up = list.filter((peer) => peer.state?.sessionState === 'ESTABLISHED').length;
           if (up >= size - 1) establishedAt = performance.now();
-          else if (performance.now() >= nextProgress) {
-            progress.push(`${((performance.now() - started) / 1000).toFixed(0)} s: ${list.length} peers, ${up} up, ${await installed()} routes`);
-            nextProgress += 10_000;
-          }
         }
         if (!kernelAt && (await installed()) >= size - 1) kernelAt = performance.now();
+        if ((!establishedAt || !kernelAt) && performance.now() >= nextProgress) {
+          const learned = new Set((await gobgp.listRoutingPaths('AFI_IP')).filter((path) => !isLocalPath(path)).map(pathPrefix)).size;
+          progress.push(
+            `${((performance.now() - started) / 1000).toFixed(0)} s: ${configured} peers, ${up} up, ${learned} pod CIDRs in gobgpd's RIB, ${await installed()} routes`,
+          );
+          nextProgress += 10_000;
+        }
         return establishedAt > 0 && kernelAt > 0;
       },
       { timeoutMs: WAIT_MS, intervalMs: 20 },

@@ -3,11 +3,12 @@ import { ServiceRegistry, type Controller } from '@kube-router/controller';
 import { HealthRegistry } from '@kube-router/healthcheck';
 import { AgentMetrics } from '@kube-router/metrics';
 import { RecordingRunner } from '@kube-router/netfilter';
+import { waitFor } from '@kube-router/testkit';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { createRoutingController } from './controller.js';
 import type { RoutingSettings } from './settings.js';
-import { FakeGobgpd } from './testing/fake-gobgpd.js';
+import { FakeGobgpd, listed } from './testing/fake-gobgpd.js';
 import { fakeNodes, meshNode as node } from './testing/nodes.js';
 
 
@@ -35,11 +36,12 @@ function harness(options: { nodes: V1Node[]; settings?: Partial<RoutingSettings>
     ...options.settings,
   };
   const runner = new RecordingRunner().on('ip', { stdout: '[]' });
+  const metrics = new AgentMetrics({ collectDefaultMetrics: false });
   const controller: Controller = createRoutingController(
     {
       nodeName: 'node-1',
       logger: pino({ level: 'silent' }),
-      metrics: new AgentMetrics({ collectDefaultMetrics: false }),
+      metrics,
       health: new HealthRegistry({ defaultGraceMs: 5_000 }),
       services: new ServiceRegistry(),
     },
@@ -60,6 +62,7 @@ function harness(options: { nodes: V1Node[]; settings?: Partial<RoutingSettings>
   );
   return {
     gobgpd,
+    metrics,
     warnings: kube.warnings,
     setNodes: kube.setNodes,
     commands: () => runner.invocations.map((invocation) => invocation.line),
@@ -124,6 +127,38 @@ describe('the routing controller against a stand-in gobgpd', () => {
     gobgpd.assignments.clear(); // a policy change forces the restarted agent to push one
     expect(await restarted.sync()).toBeUndefined();
     expect(gobgpd.policyHistory[0]).toMatchObject({ iBGPpeerset: ['10.0.0.2/32', '10.0.0.3/32'], externalpeerset: [] });
+  });
+
+  it('lists gobgpd’s peers twice a sync: once for the policies and both peer stages, once for the peer metrics', async () => {
+    const bgp = harness({ nodes: mesh, settings: { peerRouters: [{ address: '192.0.2.1', asn: 65_001 }] } });
+    // A peer added by hand with gobgp's CLI: gobgpd lists it, no stage owns it, the policies count it as external.
+    bgp.gobgpd.extraPeers.push(listed({ neighborAddress: '192.0.2.7', peerAsn: 65_007, remotePort: 179, holdTimeSeconds: 90, families: ['AFI_IP'] }));
+    const listings = () => bgp.gobgpd.answered.get('listPeers') ?? 0;
+    // The first sync also gives gobgpd its first policy before any peer.
+    expect(await bgp.sync()).toBeUndefined();
+    expect(listings()).toBe(2);
+    // A Node leaves and another joins: the policy after the peer stages names the sessions as they are now, from the
+    // one listing and the stages' own changes.
+    bgp.setNodes([mesh[0]!, mesh[1]!, node('node-4', '10.0.0.4')]);
+    expect(await bgp.sync()).toBeUndefined();
+    expect(listings()).toBe(4);
+    expect(bgp.gobgpd.calls.slice(-2)).toEqual(['add 10.0.0.4', 'delete 10.0.0.3']);
+    expect(bgp.gobgpd.policyHistory.at(-1)).toMatchObject({ iBGPpeerset: ['10.0.0.2/32', '10.0.0.4/32'], externalpeerset: ['192.0.2.1/32', '192.0.2.7/32'] });
+  });
+
+  it('a burst of peer state events lists gobgpd’s peers once more after the one running; the metric ends as gobgpd is', async () => {
+    const bgp = harness({ nodes: mesh });
+    expect(await bgp.sync()).toBeUndefined();
+    const listings = () => bgp.gobgpd.answered.get('listPeers') ?? 0;
+    const before = listings();
+    // A mesh coming up: a state event per peer and FSM step, each of which asks for the metric.
+    for (let i = 0; i < 1_000; i++) bgp.gobgpd.watch!.onPeerChange();
+    bgp.gobgpd.extraPeers.push({ conf: { neighborAddress: '192.0.2.7', peerAsn: 65_007 }, state: { sessionState: 'SESSION_STATE_ESTABLISHED', type: 'PEER_TYPE_EXTERNAL' } });
+    bgp.gobgpd.watch!.onPeerChange();
+    const peerInfo = async () => (await bgp.metrics.registry.getSingleMetric('kube_router_bgp_peer_info')!.get()).values.map((v) => v.labels);
+    await waitFor('the hand-added peer in kube_router_bgp_peer_info', async () => (await peerInfo()).some((labels) => labels.address === '192.0.2.7'));
+    expect(listings() - before).toBe(2);
+    expect((await peerInfo()).find((labels) => labels.address === '192.0.2.7')).toEqual({ address: '192.0.2.7', type: 'external', asn: '65007', state: 'established' });
   });
 
   it('an external peer whose address becomes a Node is kept as an internal peer, never deleted', async () => {

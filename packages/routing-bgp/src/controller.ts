@@ -9,9 +9,10 @@ import { HostNetworking } from './host-networking.js';
 import { InternalPeerStage } from './internal-peer-stage.js';
 import { LearnedRoutes } from './learned-routes.js';
 import { familiesOf, routedAddresses } from './local-node.js';
-import { createRoutingMetrics, reportPeerInfo, type RoutingMetrics } from './metrics.js';
+import { createRoutingMetrics, PeerInfoRefresh, type RoutingMetrics } from './metrics.js';
 import { familyOf, ownAsn, type NodeAddresses } from './nodes.js';
 import { isLocalPath } from './paths.js';
+import { PeerTable } from './peer-sync.js';
 import type { PeeringSettings } from './peering.js';
 import { PodCidrAdvertiser } from './pod-cidr-advertiser.js';
 import { PolicyStage } from './policy-stage.js';
@@ -66,6 +67,7 @@ class BgpRouting {
   readonly #policies: PolicyStage;
   readonly #internal: InternalPeerStage;
   readonly #external: ExternalPeerStage;
+  readonly #peerInfo: PeerInfoRefresh;
   #requestSync: (reason: string) => void = () => undefined;
   readonly #unsubscribes: (() => void)[] = [];
 
@@ -113,7 +115,7 @@ class BgpRouting {
           metrics.advertisementsReceived.inc(paths.filter((p) => !isLocalPath(p)).length);
           this.#learned.applySnapshot(paths);
         },
-        onPeerChange: () => void this.#reportPeers().catch((error: unknown) => logger.debug({ err: error }, 'peer metrics update failed')),
+        onPeerChange: () => void this.#peerInfo.request().catch((error: unknown) => logger.debug({ err: error }, 'peer metrics update failed')),
       },
       onLost: () => this.#requestSync('gobgp-watch-ended'),
       onEnd: () => this.#learned.watchEnded(),
@@ -144,6 +146,7 @@ class BgpRouting {
       syncTime: metrics.internalPeersSyncTime,
     });
     this.#external = new ExternalPeerStage({ ...common, configured: settings.peerRouters, peering, requirePolicy });
+    this.#peerInfo = new PeerInfoRefresh(metrics.peerInfo, () => gobgp().listPeers(), (address) => this.#internal.owned.has(address));
   }
 
   async start(startCtx: ControllerStartContext): Promise<void> {
@@ -181,7 +184,7 @@ class BgpRouting {
         await failures.attempt('pod-egress', () => this.#host.syncPodEgress(this.cluster.nodes.list(), podFamilies));
       }
       await failures.attempt('learned-routes', () => this.#learned.relist());
-      await failures.attempt('peer-metrics', () => this.#reportPeers());
+      await failures.attempt('peer-metrics', () => this.#peerInfo.request());
       failures.throwIfAny(ROUTING_BGP_CONTROLLER);
     } finally {
       end();
@@ -230,15 +233,25 @@ class BgpRouting {
     // external by the Nodes' addresses.
     const mesh = (await failures.attempt('internal-peers/plan', () => this.#internal.plan(addresses, localAsn))) ?? this.#internal.unplanned();
     const external = this.#external.plan(node, addresses, mesh);
+    // gobgpd's peers, listed once for the policies and both peer stages, when the first of them needs it; the stages
+    // record their own changes in it. A failed listing fails each of them.
+    let listing: Promise<PeerTable> | undefined;
+    const peerTable = () =>
+      (listing ??= PeerTable.list(this.#engine.client()).catch((error: unknown) => {
+        // The next stage that needs it lists again rather than failing on this one's error.
+        listing = undefined;
+        throw error;
+      }));
+    const policyInput = async (internal: ReadonlySet<string>) => ({ node, podCidrs, vips, mesh: internal, peers: (await peerTable()).addresses });
     // A new gobgpd gets a policy before its first peer: no session may see gobgpd's accept-all default, since a path
     // exported by mistake is not withdrawn when a later policy filters it. Without one, the peer stages fail.
-    if (!this.#policies.applied) await failures.attempt('policies', () => this.#policies.sync({ node, podCidrs, vips, mesh: mesh.addresses }));
-    if (this.settings.enableIbgp) await failures.attempt('internal-peers', () => this.#internal.sync(mesh, external.addresses));
-    await failures.attempt('external-peers', () => this.#external.sync(node, external, mesh));
+    if (!this.#policies.applied) await failures.attempt('policies', async () => this.#policies.sync(await policyInput(mesh.addresses)));
+    if (this.settings.enableIbgp) await failures.attempt('internal-peers', async () => this.#internal.sync(mesh, external.addresses, peerTable()));
+    await failures.attempt('external-peers', async () => this.#external.sync(node, external, mesh, await peerTable()));
     // Policies after the peers (their sets name the peers just added) and before the VIPs: gobgpd exports a new path
     // only if the policy already lets it through, and applies a changed policy only to paths that change. The mesh as
     // it is now: the plan's peers and the sessions the mesh stage has not removed (yet).
-    await failures.attempt('policies', () => this.#policies.sync({ node, podCidrs, vips, mesh: this.#internal.current() }));
+    await failures.attempt('policies', async () => this.#policies.sync(await policyInput(this.#internal.current())));
     if (vips) await failures.attempt('vip-advertisement', () => this.#vips.reconcile(vips, new Set(podCidrs), addresses.byFamily));
   }
 
@@ -257,9 +270,5 @@ class BgpRouting {
   #gobgpdSpawned(): void {
     this.#watch.cancel();
     setTimeout(() => this.#requestSync('gobgpd-started'), 200);
-  }
-
-  async #reportPeers(): Promise<void> {
-    reportPeerInfo(this.#metrics.peerInfo, await this.#engine.client().listPeers(), (address) => this.#internal.owned.has(address));
   }
 }

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { ExternalPeerStage } from './external-peer-stage.js';
 import type { ExternalPeerSpec } from './external-peers.js';
 import type { MeshPlan } from './internal-peer-stage.js';
+import { PeerTable } from './peer-sync.js';
 import { FakeGobgpd } from './testing/fake-gobgpd.js';
 import { fakeNodes, meshNode } from './testing/nodes.js';
 
@@ -23,7 +24,7 @@ function harness(configured: ExternalPeerSpec[] = []) {
     requirePolicy: () => undefined,
     logger: pino({ level: 'silent' }),
   });
-  const sync = (node: V1Node, mesh = noMesh) => stage.sync(node, stage.plan(node, self, mesh), mesh);
+  const sync = async (node: V1Node, mesh = noMesh) => stage.sync(node, stage.plan(node, self, mesh), mesh, await PeerTable.list(gobgpd.client()));
   return { gobgpd, warnings: kube.warnings, stage, sync };
 }
 

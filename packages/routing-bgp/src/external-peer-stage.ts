@@ -5,7 +5,7 @@ import { planExternalPeers, type ExternalPeerPlan, type ExternalPeerSpec } from 
 import type { GobgpClient } from './gobgp-api.js';
 import type { MeshPlan } from './internal-peer-stage.js';
 import type { NodeAddresses } from './nodes.js';
-import { PeerStage } from './peer-sync.js';
+import { PeerStage, type PeerTable } from './peer-sync.js';
 import { externalPeerConfigs, type PeeringSettings } from './peering.js';
 import type { RoutingCluster } from './settings.js';
 
@@ -43,11 +43,12 @@ export class ExternalPeerStage extends PeerStage {
     return { ...plan, addresses: new Set(plan.peers.map((p) => p.address).filter((address) => !mesh.addresses.has(address))) };
   }
 
-  async sync(node: V1Node, plan: ExternalPeerPlan, mesh: MeshPlan): Promise<void> {
+  /** Adds and removes external sessions in gobgpd's `peers` (this sync's table, which records the changes). */
+  async sync(node: V1Node, plan: ExternalPeerPlan, mesh: MeshPlan, peers: PeerTable): Promise<void> {
     this.options.requirePolicy();
     const failures = new SyncFailures();
     const problems = [...plan.problems];
-    const peers = plan.peers.filter((peer) => {
+    const wanted = plan.peers.filter((peer) => {
       if (!mesh.addresses.has(peer.address)) return true;
       problems.push(new Error(`${peer.source}: peer ${peer.address} is a Node of the cluster, already an internal peer`));
       return false;
@@ -61,9 +62,10 @@ export class ExternalPeerStage extends PeerStage {
           ` (the other peers are configured): ${problems.map((p) => p.message).join('; ')}`,
       );
     }
-    this.want(peers.map((p) => p.address), plan.incomplete);
+    this.want(wanted.map((p) => p.address), plan.incomplete);
     const deferred = await this.reconcile(this.options.gobgp(), {
-      wanted: externalPeerConfigs(peers, this.options.peering),
+      wanted: externalPeerConfigs(wanted, this.options.peering),
+      existing: peers,
       failures,
       deferDeletions: plan.incomplete,
       // An address that became a Node's is the mesh stage's now: its session is not deleted.

@@ -2,6 +2,7 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { InternalPeerStage } from './internal-peer-stage.js';
 import type { ReflectorRole } from './route-reflector.js';
+import { PeerTable } from './peer-sync.js';
 import { FakeGobgpd } from './testing/fake-gobgpd.js';
 import { fakeNodes, meshNode } from './testing/nodes.js';
 
@@ -26,7 +27,8 @@ function harness(options: { enableIbgp?: boolean; role?: ReflectorRole; policyAp
     syncTime: { startTimer: () => () => 0 },
     logger: pino({ level: 'silent' }),
   });
-  const sync = () => stage.sync(stage.plan(self, 64_512), new Set());
+  const sync = async (externalAddresses: ReadonlySet<string> = new Set()) =>
+    stage.sync(stage.plan(self, 64_512), externalAddresses, await PeerTable.list(gobgpd.client()));
   return { gobgpd, kube, stage, sync, applyPolicy: () => (policyApplied = true) };
 }
 
@@ -65,11 +67,11 @@ describe('InternalPeerStage', () => {
   });
 
   it('hands a session that became an external peer’s over to that stage without deleting it', async () => {
-    const { gobgpd, kube, stage } = harness();
-    await stage.sync(stage.plan(self, 64_512), new Set());
+    const { gobgpd, kube, stage, sync } = harness();
+    await sync();
     kube.setNodes(mesh.slice(0, 2));
     gobgpd.calls.length = 0;
-    await stage.sync(stage.plan(self, 64_512), new Set(['10.0.0.3']));
+    await sync(new Set(['10.0.0.3']));
     expect(gobgpd.calls).toEqual([]);
     expect([...stage.owned]).toEqual(['10.0.0.2']);
   });

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Histogram } from 'prom-client';
 import type { GobgpClient } from './gobgp-api.js';
 import { planInternalPeers, type NodeAddresses, type PeerPlan } from './nodes.js';
-import { PeerStage, type WantedPeer } from './peer-sync.js';
+import { PeerStage, type PeerTable, type WantedPeer } from './peer-sync.js';
 import { internalPeerConfigs, type PeeringSettings } from './peering.js';
 import type { ReflectorRole } from './route-reflector.js';
 import type { RoutingCluster, RoutingSettings } from './settings.js';
@@ -79,8 +79,12 @@ export class InternalPeerStage extends PeerStage {
     return { wanted: [], problems: [], addresses: new Set(this.owned) };
   }
 
-  /** Adds and removes mesh sessions; `externalAddresses` are the external stage's, whose sessions it leaves alone. */
-  async sync(mesh: MeshPlan, externalAddresses: ReadonlySet<string>): Promise<void> {
+  /**
+   * Adds and removes mesh sessions in gobgpd's `peers` (this sync's table, which records the changes);
+   * `externalAddresses` are the external stage's, whose sessions it leaves alone. The table may still be being listed:
+   * the stage's time (kube_router_controller_bgp_internal_peers_sync_time) includes the listing when it waits for it.
+   */
+  async sync(mesh: MeshPlan, externalAddresses: ReadonlySet<string>, peers: PeerTable | Promise<PeerTable>): Promise<void> {
     const end = this.options.syncTime.startTimer();
     try {
       this.options.requirePolicy();
@@ -92,6 +96,7 @@ export class InternalPeerStage extends PeerStage {
       }
       const deferred = await this.reconcile(this.options.gobgp(), {
         wanted: mesh.wanted,
+        existing: await peers,
         failures,
         deferDeletions: mesh.problems.length > 0,
         ownedElsewhere: (address) => externalAddresses.has(address),

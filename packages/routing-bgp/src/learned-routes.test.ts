@@ -83,22 +83,70 @@ describe('LearnedRoutes', () => {
     expect(handedOver).toHaveLength(2);
   });
 
-  it('lists again when events arrive while it lists (they may be older or newer), three times at most', async () => {
-    const { gobgpd, learned, last } = harness();
-    await learned.refreshOnLinkPrefixes();
-    gobgpd.paths.push(fromPeer('10.2.0.0/24', '10.0.0.2'));
-    const client = gobgpd.client();
+  /**
+   * relist() with `during(n)` run inside the n-th listing, once gobgpd's answer is taken: what the stream says (events,
+   * a reopened stream's table) while the agent lists. gobgpd holds 10.2.0.0/24 from 10.0.0.2 when it starts.
+   */
+  async function relistWith(during: (listing: number, h: ReturnType<typeof harness>) => void): Promise<{ listings: number; routes: string[] }> {
+    const h = harness();
+    await h.learned.refreshOnLinkPrefixes();
+    h.gobgpd.paths.push(fromPeer('10.2.0.0/24', '10.0.0.2'));
+    const client = h.gobgpd.client();
     const list = client.listRoutingPaths;
     let listings = 0;
-    client.listRoutingPaths = (afi) => {
-      listings++;
-      learned.applyBestPathEvents([]);
-      return list(afi);
+    client.listRoutingPaths = async (afi) => {
+      const listed = await list(afi);
+      during(++listings, h);
+      return listed;
     };
-    gobgpd.client = () => client;
-    await learned.relist();
-    expect(listings).toBe(3);
-    expect(last()).toEqual(['10.2.0.0/24 via 10.0.0.2']);
+    h.gobgpd.client = () => client;
+    await h.learned.relist();
+    return { listings, routes: h.last() ?? [] };
+  }
+
+  /** A mesh coming up during the sync: after each listing is taken, gobgpd learns one more path and the stream says so. */
+  const learnsOneMore = (listing: number, { gobgpd, learned }: ReturnType<typeof harness>) => {
+    const path = fromPeer(`10.${2 + listing}.0.0/24`, '10.0.0.3');
+    gobgpd.paths.push(path);
+    learned.applyBestPathEvents([path]);
+  };
+  const withdrawal = fromPeer('10.2.0.0/24', '10.0.0.2', { isWithdraw: true });
+
+  it.each([
+    {
+      // Events may be older or newer than the listing: it lists again, three times at most.
+      case: 'lists again when events arrive while it lists, three times at most',
+      during: (_listing: number, { learned }: ReturnType<typeof harness>) => learned.applyBestPathEvents([]),
+      routes: ['10.2.0.0/24 via 10.0.0.2'],
+    },
+    {
+      case: 'keeps what events said during the last listing: a path learned after that listing was taken is not lost',
+      during: learnsOneMore,
+      routes: ['10.2.0.0/24 via 10.0.0.2', '10.3.0.0/24 via 10.0.0.3', '10.4.0.0/24 via 10.0.0.3', '10.5.0.0/24 via 10.0.0.3'],
+    },
+    {
+      case: 'keeps a withdrawal that came during the last listing: a path the listing still has stays withdrawn',
+      during: (listing: number, h: ReturnType<typeof harness>) => {
+        learnsOneMore(listing, h);
+        if (listing === 3) h.learned.applyBestPathEvents([withdrawal]);
+      },
+      routes: ['10.3.0.0/24 via 10.0.0.3', '10.4.0.0/24 via 10.0.0.3', '10.5.0.0/24 via 10.0.0.3'],
+    },
+    {
+      // The stream was reopened: gobgpd's table as it is now, then the withdrawal of a path the listing still has.
+      case: 'keeps a table that came during the last listing over that listing, with the events after it',
+      during: (listing: number, { gobgpd, learned }: ReturnType<typeof harness>) => {
+        gobgpd.paths.push(fromPeer(`10.${2 + listing}.0.0/24`, '10.0.0.3'));
+        if (listing === 3) {
+          learned.applySnapshot([...gobgpd.paths]);
+          learned.applyBestPathEvents([withdrawal]);
+        } else learned.applyBestPathEvents([]);
+      },
+      routes: ['10.3.0.0/24 via 10.0.0.3', '10.4.0.0/24 via 10.0.0.3', '10.5.0.0/24 via 10.0.0.3'],
+    },
+  ])('$case', async ({ during, routes }) => {
+    const outcome = await relistWith(during);
+    expect(outcome).toEqual({ listings: 3, routes });
   });
 
   it('hands nothing over before a sync has read the node', async () => {

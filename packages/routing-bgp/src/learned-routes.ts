@@ -51,8 +51,11 @@ export interface LearnedRoutesOptions {
 export class LearnedRoutes {
   /** The best path per destination, as gobgpd last reported it. */
   #learned = new Map<string, LearnedPath>();
-  /** Counts event batches, so that a listing can tell whether events arrived while it ran. */
+  /** Counts event batches and tables, so that a listing can tell whether events arrived while it ran. */
   #eventBatches = 0;
+  #tables = 0;
+  /** While relist lists: the destinations events changed meanwhile (see relist). */
+  #changedWhileListing: Set<string> | undefined;
   #handOverTimer: NodeJS.Timeout | undefined;
   /** When the oldest change not handed over yet arrived (Date.now()), 0 when none waits. */
   #pendingSince = 0;
@@ -103,6 +106,7 @@ export class LearnedRoutes {
         this.#learned.delete(destination);
         this.#retained.drop(destination);
       } else this.#learned.set(destination, { destination, nextHop, neighbor: path.neighborIp! });
+      this.#changedWhileListing?.add(destination);
     }
     if (this.options.catchUp && !this.#catchingUp && this.#burstPaths >= (this.options.catchUpAfterPaths ?? 1_000)) {
       // Set before asking, in case the table arrives within the call; cleared if none was asked for, or the hand-over
@@ -130,6 +134,7 @@ export class LearnedRoutes {
       if (destination && nextHop) learned.set(destination, { destination, nextHop, neighbor: path.neighborIp! });
     }
     this.#learned = learned;
+    this.#tables++;
     // The table is complete as gobgpd holds it now: only a shorter pause is waited for, in case the burst goes on.
     this.#scheduleHandOver(SNAPSHOT_QUIET_MS);
   }
@@ -177,18 +182,32 @@ export class LearnedRoutes {
     if (!node) return;
     for (let attempt = 0; ; attempt++) {
       const batchesBefore = this.#eventBatches;
+      const tablesBefore = this.#tables;
       const listed = new Map<string, LearnedPath>();
       const failures = new SyncFailures();
-      for (const family of node.families) {
-        const afi = AFI_OF[family];
-        const paths = await failures.attempt(`learned-routes/${family}`, () => this.options.gobgp().listRoutingPaths(afi));
-        for (const path of learnedBestPaths((paths ?? []).filter((p) => isUnicast(p, afi)))) listed.set(path.destination, path);
+      const changed = (this.#changedWhileListing = new Set<string>());
+      try {
+        for (const family of node.families) {
+          const afi = AFI_OF[family];
+          const paths = await failures.attempt(`learned-routes/${family}`, () => this.options.gobgp().listRoutingPaths(afi));
+          for (const path of learnedBestPaths((paths ?? []).filter((p) => isUnicast(p, afi)))) listed.set(path.destination, path);
+        }
+      } finally {
+        this.#changedWhileListing = undefined;
       }
       // The kernel keeps forwarding on what was handed over while gobgpd comes back.
       failures.throwIfAny('learned routes');
       // Events that arrived while listing may be older or newer than the listing: list again rather than guess.
-      if (batchesBefore === this.#eventBatches || attempt >= 2) {
+      if (batchesBefore === this.#eventBatches) {
         this.#learned = listed;
+        break;
+      }
+      if (attempt >= 2) {
+        // Still events: what they changed during this listing stays as they said. One newer than the listing would
+        // otherwise be lost until the next relisting, a sync period away when nothing else asks for a sync (a mesh
+        // coming up during a sync); one older than it has the newer change behind it on the stream. A table that
+        // came meanwhile is a whole RIB with the events behind it: kept over the listing.
+        if (this.#tables === tablesBefore) this.#learned = mergeChanged(listed, this.#learned, changed);
         break;
       }
     }
@@ -227,6 +246,16 @@ export class LearnedRoutes {
     this.options.routes.setRoutes(this.options.owner, [...wanted.values()].map((r) => r.route));
     this.options.logger.debug({ routes: wanted.size }, 'learned routes handed to route-sync');
   }
+}
+
+/** The listing, with the events' word for the destinations they changed (present or withdrawn). */
+function mergeChanged(listed: Map<string, LearnedPath>, byEvents: ReadonlyMap<string, LearnedPath>, changed: ReadonlySet<string>): Map<string, LearnedPath> {
+  for (const destination of changed) {
+    const path = byEvents.get(destination);
+    if (path) listed.set(destination, path);
+    else listed.delete(destination);
+  }
+  return listed;
 }
 
 function sameRoutes(a: ReadonlyMap<string, LearnedRoute>, b: ReadonlyMap<string, LearnedRoute>): boolean {

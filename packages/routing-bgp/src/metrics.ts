@@ -51,3 +51,43 @@ export function reportPeerInfo(peerInfo: RoutingMetrics['peerInfo'], peers: read
     );
   }
 }
+
+/**
+ * kube_router_bgp_peer_info kept current from gobgpd's ListPeer, one listing at a time: whoever asks while one runs
+ * shares the single listing queued behind it, which starts after the ask and so reports what the asker changed or saw
+ * change. The metric shows the sessions' live states, so it takes a listing of its own rather than a sync's PeerTable;
+ * but every peer state event asks for one, and a mesh coming up sends one per peer and FSM step (idle, active,
+ * opensent, openconfirm, established: some 1,200 for 300 nodes), each of which was a ListPeer of its own, all at once.
+ */
+export class PeerInfoRefresh {
+  #running: Promise<void> | undefined;
+  #queued: Promise<void> | undefined;
+
+  constructor(
+    private readonly peerInfo: RoutingMetrics['peerInfo'],
+    private readonly listPeers: () => Promise<readonly ApiPeer[]>,
+    private readonly isInternal: (address: string) => boolean,
+  ) {}
+
+  /** Resolves once a listing that began after this call has been reported; rejects with that listing's failure. */
+  request(): Promise<void> {
+    if (this.#queued) return this.#queued;
+    if (!this.#running) return this.#start();
+    const queued = this.#running
+      .catch(() => undefined)
+      .then(() => {
+        this.#queued = undefined;
+        return this.#start();
+      });
+    this.#queued = queued;
+    return queued;
+  }
+
+  #start(): Promise<void> {
+    const run = (async () => reportPeerInfo(this.peerInfo, await this.listPeers(), this.isInternal))().finally(() => {
+      if (this.#running === run) this.#running = undefined;
+    });
+    this.#running = run;
+    return run;
+  }
+}

@@ -7,7 +7,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GobgpClient, type PeerConfig } from './gobgp-api.js';
 import { GobgpdSupervisor } from './gobgpd.js';
-import { matchesConfig, OwnedPeers, type WantedPeer } from './peer-sync.js';
+import { asListed, matchesConfig, OwnedPeers, PeerTable, type WantedPeer } from './peer-sync.js';
 
 const skipReason = labSkipReason('gobgpd');
 const logger = pino({ level: 'silent' });
@@ -74,13 +74,24 @@ describe.skipIf(skipReason)(`adopting gobgpd's peers by what ListPeer reports${s
     for (const change of changes) expect(matchesConfig(listed.get(external.neighborAddress)!, { ...external, ...change }), JSON.stringify(change)).toBe(false);
     expect(matchesConfig(listed.get(reflectorClient.neighborAddress)!, { ...reflectorClient, routeReflectorClient: { clusterId: '10.0.0.2' } })).toBe(false);
     expect(matchesConfig(listed.get(reflectorClient.neighborAddress)!, { ...reflectorClient, routeReflectorClient: undefined })).toBe(false);
+    // A sync's PeerTable records its own AddPeer as asListed(config) rather than listing again: it must judge every
+    // configuration as gobgpd's own listing of that peer does.
+    const reflectorChanges: Partial<PeerConfig>[] = [{ routeReflectorClient: { clusterId: '10.0.0.2' } }, { routeReflectorClient: undefined }];
+    for (const config of [external, reflectorClient]) {
+      for (const change of [{}, ...changes, ...reflectorChanges]) {
+        const variant = { ...config, ...change };
+        expect(matchesConfig(asListed(config), variant), `${config.neighborAddress} ${JSON.stringify(change)}`).toBe(
+          matchesConfig(listed.get(config.neighborAddress)!, variant),
+        );
+      }
+    }
   });
 
   it('a restarted agent re-adds an adopted peer whose MD5 password changed, and keeps one that is unchanged', async () => {
     const wanted = (config: PeerConfig): WantedPeer => ({ config, object: `external-peer/${config.neighborAddress}`, logFields: {} });
     const reconcile = async (owned: OwnedPeers, config: PeerConfig) => {
       const failures = new SyncFailures();
-      const existing = new Map((await client!.listPeers()).map((p) => [p.conf?.neighborAddress ?? '', p]));
+      const existing = await PeerTable.list(client!);
       await owned.reconcile({ client: client!, wanted: [wanted(config)], existing, failures, deferDeletions: false });
       failures.throwIfAny();
     };

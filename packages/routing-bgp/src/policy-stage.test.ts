@@ -3,7 +3,7 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { PolicyStage } from './policy-stage.js';
 import type { ReflectorRole } from './route-reflector.js';
-import { FakeGobgpd, listed } from './testing/fake-gobgpd.js';
+import { FakeGobgpd } from './testing/fake-gobgpd.js';
 import { fakeNodes, meshNode } from './testing/nodes.js';
 
 function harness(options: { role?: ReflectorRole; externalPeers?: string[]; announcedVips?: string[] } = {}) {
@@ -30,18 +30,17 @@ describe('PolicyStage', () => {
     const { stage } = harness();
     expect(stage.applied).toBe(false);
     expect(() => stage.requireApplied()).toThrow(/^policy not applied/);
-    await stage.sync({ node: me, podCidrs: ['10.1.0.0/24'], mesh: new Set() });
+    await stage.sync({ node: me, podCidrs: ['10.1.0.0/24'], mesh: new Set(), peers: [] });
     expect(stage.applied).toBe(true);
     expect(() => stage.requireApplied()).not.toThrow();
     stage.forget();
     expect(stage.applied).toBe(false);
   });
 
-  it('internal are the mesh’s addresses; every other peer is external, also one added by hand with gobgp’s CLI', async () => {
+  it('internal are the mesh’s addresses; every other peer gobgpd has is external, also one added by hand with gobgp’s CLI', async () => {
     const { gobgpd, stage } = harness({ externalPeers: ['192.0.2.1'] });
-    gobgpd.peers.set('10.0.0.2', { neighborAddress: '10.0.0.2', peerAsn: 64_512, remotePort: 179, holdTimeSeconds: 90, families: ['AFI_IP'] });
-    gobgpd.extraPeers.push(listed({ neighborAddress: '192.0.2.7', peerAsn: 65_007, remotePort: 179, holdTimeSeconds: 90, families: ['AFI_IP'] }));
-    await stage.sync({ node: me, podCidrs: ['10.1.0.0/24'], mesh: new Set(['10.0.0.2', '10.0.0.3']) });
+    // gobgpd's peers as the sync's PeerTable lists them: a mesh session, and 192.0.2.7 that this controller never added.
+    await stage.sync({ node: me, podCidrs: ['10.1.0.0/24'], mesh: new Set(['10.0.0.2', '10.0.0.3']), peers: ['10.0.0.2', '192.0.2.7'] });
     expect(gobgpd.policyHistory.at(-1)).toMatchObject({
       iBGPpeerset: ['10.0.0.2/32', '10.0.0.3/32'],
       externalpeerset: ['192.0.2.1/32', '192.0.2.7/32'],
@@ -50,14 +49,14 @@ describe('PolicyStage', () => {
 
   it('exports the VIPs wanted and those still being withdrawn', async () => {
     const { gobgpd, stage } = harness({ externalPeers: ['192.0.2.1'], announcedVips: ['10.96.0.9/32'] });
-    await stage.sync({ node: me, podCidrs: ['10.1.0.0/24'], vips: new Set(['10.96.0.1/32']), mesh: new Set() });
+    await stage.sync({ node: me, podCidrs: ['10.1.0.0/24'], vips: new Set(['10.96.0.1/32']), mesh: new Set(), peers: [] });
     expect(prefixSet(gobgpd, 'servicevipsdefinedset')?.sort()).toEqual(['10.96.0.1/32', '10.96.0.9/32']);
   });
 
   it('a bad node annotation: a Warning, a failure, and the rest of the policy still applied', async () => {
     const { gobgpd, warnings, stage } = harness();
     const node = meshNode('node-1', '10.0.0.1', { 'kube-router.io/node.bgp.communities': 'not-a-community' });
-    await expect(stage.sync({ node, podCidrs: ['10.1.0.0/24'], mesh: new Set() })).rejects.toThrow(/node\/node-1\/kube-router.io\/node.bgp.communities/);
+    await expect(stage.sync({ node, podCidrs: ['10.1.0.0/24'], mesh: new Set(), peers: [] })).rejects.toThrow(/node\/node-1\/kube-router.io\/node.bgp.communities/);
     expect(warnings).toEqual([expect.stringMatching(/^node-1 InvalidAnnotation: kube-router.io\/node.bgp.communities/)]);
     expect(stage.applied).toBe(true);
     expect(prefixSet(gobgpd, 'podcidrdefinedset')).toEqual(['10.1.0.0/24']);
@@ -65,7 +64,7 @@ describe('PolicyStage', () => {
 
   it('a route reflector server gets no policy: gobgpd’s defaults pass on what its clients send', async () => {
     const { gobgpd, stage } = harness({ role: { kind: 'server', clusterId: '0.0.0.1' } });
-    await stage.sync({ node: me, podCidrs: ['10.1.0.0/24'], mesh: new Set(['10.0.0.2']) });
+    await stage.sync({ node: me, podCidrs: ['10.1.0.0/24'], mesh: new Set(['10.0.0.2']), peers: [] });
     expect(gobgpd.policy).toEqual({ definedSets: [], policies: [] });
     expect(gobgpd.assignments.get('EXPORT')).toEqual({ policies: [], defaultAction: 'ACCEPT' });
     expect(stage.applied).toBe(true);

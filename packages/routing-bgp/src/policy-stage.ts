@@ -1,7 +1,6 @@
 import type { V1Node } from '@kubernetes/client-node';
 import { SyncFailures } from '@kube-router/controller';
 import type { Logger } from 'pino';
-import type { GobgpClient } from './gobgp-api.js';
 import { buildRoutingPolicy, nodePolicySettings, PolicyReconciler, type PolicyGobgp } from './policies.js';
 import type { ReflectorRole } from './route-reflector.js';
 import type { RoutingCluster, RoutingSettings } from './settings.js';
@@ -10,7 +9,7 @@ export interface PolicyStageOptions {
   nodeName: string;
   cluster: Pick<RoutingCluster, 'warn'>;
   settings: Pick<RoutingSettings, 'enableIbgp' | 'advertisePodCidr' | 'overrideNextHop'>;
-  gobgp: () => PolicyGobgp & Pick<GobgpClient, 'listPeers'>;
+  gobgp: () => PolicyGobgp;
   role: () => ReflectorRole;
   /** The VIPs gobgpd announces now, also those being withdrawn. */
   announcedVips(podCidrs: ReadonlySet<string>): Promise<ReadonlySet<string>>;
@@ -26,6 +25,8 @@ export interface PolicyInput {
   vips?: ReadonlySet<string>;
   /** Every address that counts as internal: the mesh's. */
   mesh: ReadonlySet<string>;
+  /** The neighbor address of every peer gobgpd has, as this sync sees them (its PeerTable, after the peer stages). */
+  peers: readonly string[];
 }
 
 /**
@@ -56,7 +57,7 @@ export class PolicyStage {
     this.#reconciler.forget();
   }
 
-  async sync({ node, podCidrs, vips = new Set(), mesh }: PolicyInput): Promise<void> {
+  async sync({ node, podCidrs, vips = new Set(), mesh, peers }: PolicyInput): Promise<void> {
     const { settings, nodeName } = this.options;
     if (this.options.role().kind === 'server') {
       await this.#reconciler.reconcile(undefined);
@@ -71,7 +72,6 @@ export class PolicyStage {
     // Internal are the mesh's addresses, from the Nodes (not from what this process added: after an agent restart
     // with gobgpd still running, the first policy comes before the mesh stage adopts its peers). Every other peer
     // counts as external, also one added by hand with gobgp's CLI.
-    const peers = (await this.options.gobgp().listPeers()).map((p) => p.conf?.neighborAddress ?? '').filter(Boolean);
     const changed = await this.#reconciler.reconcile(
       buildRoutingPolicy({
         podCidrs,

@@ -22,6 +22,8 @@ export class FakeGobgpd {
   readonly failing = new Map<keyof GobgpClient, Error>();
   /** The handlers of the open event watch, if any. */
   watch: WatchHandlers | undefined;
+  /** How many times each method answered (or failed): what a sync costs gobgpd. */
+  readonly answered = new Map<keyof GobgpClient, number>();
 
   client(): GobgpClient {
     const fake: Partial<Record<keyof GobgpClient, unknown>> = {
@@ -81,6 +83,7 @@ export class FakeGobgpd {
   }
 
   #answer<T>(method: keyof GobgpClient, value: T): Promise<T> {
+    this.answered.set(method, (this.answered.get(method) ?? 0) + 1);
     const error = this.failing.get(method);
     return error ? Promise.reject(error) : Promise.resolve(value);
   }
