@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { ROUTE_PROTOCOL } from '@kube-router/route-sync';
 import { startApiServer, waitFor, type ApiServer } from '@kube-router/testkit';
 import { renderBirdConfig, startBird, type BgpRouterConfig } from '@kube-router/testkit/bgp-routers';
-import { createScaleNetns, MeasuredAgent, metricValue, runner, type AfterGc, type MeasuredAgentOptions, type ScaleNetns } from './measured-agent.js';
+import { createScaleNetns, killNetnsProcesses, MeasuredAgent, metricValue, runner, type AfterGc, type MeasuredAgentOptions, type ScaleNetns } from './measured-agent.js';
 import { CHURN_NAMESPACE, NodeWorld, SCALE_NODE, ServiceWorld, type ServiceProbe } from './scale-world.js';
 
 /** The CLI entry with IPVS and a BGP-less routing plugin standing in (cli-with-stand-ins.ts). */
@@ -191,14 +191,7 @@ async function createPeerLink(netns: ScaleNetns): Promise<{ name: string; agentI
   const [agentIp, peerIp] = [address(1), address(2)];
   const remove = async () => {
     // A daemon left in the namespace (a failed start) would keep its veth alive.
-    const pids = (await runner.run({ command: 'ip', args: ['netns', 'pids', name], okExitCodes: [1, 255] }).catch(() => ({ stdout: '' }))).stdout;
-    for (const pid of pids.split('\n').filter(Boolean)) {
-      try {
-        process.kill(Number(pid), 'SIGKILL');
-      } catch {
-        // gone already
-      }
-    }
+    await killNetnsProcesses(name);
     await runner.run({ command: 'ip', args: ['netns', 'del', name], okExitCodes: [1, 255] }).catch(() => undefined);
   };
   try {
@@ -302,11 +295,12 @@ export async function heapGrowthUnderChurn(
   options: { warmupRounds: number; measuredRounds: number; bundle?: string; onRound?: (round: number) => void },
 ): Promise<ChurnGrowth> {
   const dir = await mkdtemp(join(tmpdir(), 'sc-churn-'));
-  const netns = await createScaleNetns();
+  let netns: ScaleNetns | undefined;
   let api: ApiServer | undefined;
   let agent: MeasuredAgent | undefined;
   let rounds: ChurnRounds | undefined;
   try {
+    netns = await createScaleNetns();
     api = await startApiServer({ host: netns.hostIp, port: 0, historyLimit: 100_000 });
     rounds = await churn.seed(api, netns);
     agent = new MeasuredAgent(netns, await api.writeKubeconfig(join(dir, 'kubeconfig')), {
@@ -338,10 +332,11 @@ export async function heapGrowthUnderChurn(
     if (agent) throw new Error(`${churn.plugin}: ${(error as Error).message}\nthe agent's last lines:\n${agent.recentLogs()}`, { cause: error });
     throw error;
   } finally {
-    await agent?.stop();
-    await rounds?.close?.();
-    await api?.close();
-    await netns.remove();
-    await rm(dir, { recursive: true, force: true });
+    // Every step, whatever the one before did: a failed close must not leave the namespace, its daemons or the files.
+    for (const step of [() => agent?.stop(), () => rounds?.close?.(), () => api?.close(), () => netns?.remove(), () => rm(dir, { recursive: true, force: true })]) {
+      await Promise.resolve()
+        .then(step)
+        .catch(() => undefined);
+    }
   }
 }
