@@ -16,10 +16,14 @@ describe('registerServiceTrafficSeries', () => {
   it("fills kube-router's five per-Service gauges from one read per scrape", async () => {
     const registry = new Registry();
     let reads = 0;
-    registerServiceTrafficSeries(registry, async () => {
-      reads++;
-      return [web];
-    });
+    registerServiceTrafficSeries(
+      registry,
+      async () => {
+        reads++;
+        return [web];
+      },
+      (error) => expect.unreachable(String(error)),
+    );
     const text = await registry.metrics();
     expect(reads).toBe(1);
     const labels = 'port="80",protocol="tcp",service_name="web",service_vip="10.96.0.3",svc_namespace="demo"';
@@ -46,7 +50,7 @@ describe('registerServiceTrafficSeries', () => {
     expect(errors.map(String)).toEqual(['Error: nft: no such table']);
     expect(failed).toContain('# TYPE kube_router_service_total_connections gauge');
     expect(failed).not.toMatch(/^kube_router_service_total_connections\{/m);
-    registerServiceTrafficSeries(registry, async () => [web]);
+    registerServiceTrafficSeries(registry, async () => [web], (error) => errors.push(error));
     expect(await registry.metrics()).toMatch(/^kube_router_service_total_connections\{.*\} 5$/m);
   });
 });

@@ -43,7 +43,7 @@ const SERVICE_TRAFFIC_SERIES: readonly [string, string, keyof Omit<ServiceTraffi
 export function registerServiceTrafficSeries(
   registry: Registry,
   read: () => Promise<readonly ServiceTraffic[]>,
-  onReadError: (error: unknown) => void = () => undefined,
+  onReadError: (error: unknown) => void,
 ): void {
   let pending: Promise<readonly ServiceTraffic[]> | undefined;
   const readOnce = (): Promise<readonly ServiceTraffic[]> => {

@@ -35,7 +35,7 @@ export type { SavedIpset } from './ipset-save.js';
 export { Nft, isNftRefusal } from './nft.js';
 export type { NftOptions } from './nft.js';
 export { parseNftJson } from './nft-json.js';
-export type { NftChain, NftMap, NftRule, NftRuleset, NftSet, NftTable } from './nft-json.js';
+export type { NftChain, NftCounter, NftMap, NftRule, NftRuleset, NftSet, NftTable } from './nft-json.js';
 
 export { IpRoute2 } from './ip.js';
 export type {

@@ -85,8 +85,20 @@ describe('parseNftJson', () => {
     });
   });
 
+  it('reads named counter objects with their values, and not the counter statements of rules', () => {
+    const ruleset = parseNftJson(
+      JSON.stringify({
+        nftables: [
+          { counter: { family: 'ip', name: 'in-web', table: 't', handle: 4, packets: 12, bytes: 900 } },
+          { rule: { family: 'ip', table: 't', chain: 'c', handle: 5, expr: [{ counter: { packets: 1, bytes: 60 } }, { accept: null }] } },
+        ],
+      }),
+    );
+    expect(ruleset.counters).toEqual([{ family: 'ip', table: 't', name: 'in-web', packets: 12, bytes: 900 }]);
+  });
+
   it('reads empty output as an empty ruleset and refuses other JSON', () => {
-    expect(parseNftJson('')).toEqual({ tables: [], chains: [], rules: [], sets: [], maps: [] });
+    expect(parseNftJson('')).toEqual({ tables: [], chains: [], rules: [], sets: [], maps: [], counters: [] });
     expect(() => parseNftJson('{"foo": 1}')).toThrow(/no "nftables" array/);
   });
 

@@ -45,17 +45,27 @@ export interface NftMap extends NftSet {
   readonly entries: readonly string[];
 }
 
+/** A named counter object (`add counter`), not a rule's anonymous counter statement. */
+export interface NftCounter {
+  readonly family: string;
+  readonly table: string;
+  readonly name: string;
+  readonly packets: number;
+  readonly bytes: number;
+}
+
 export interface NftRuleset {
   readonly tables: readonly NftTable[];
   readonly chains: readonly NftChain[];
   readonly rules: readonly NftRule[];
   readonly sets: readonly NftSet[];
   readonly maps: readonly NftMap[];
+  readonly counters: readonly NftCounter[];
 }
 
 type JsonObject = Record<string, unknown>;
 
-/** Parses `nft -j list ...` output into tables, chains, rules, sets and maps. Other objects are skipped. */
+/** Parses `nft -j list ...` output into tables, chains, rules, sets, maps and named counters. Other objects are skipped. */
 export function parseNftJson(text: string): NftRuleset {
   const trimmed = text.trim();
   const ruleset = {
@@ -64,6 +74,7 @@ export function parseNftJson(text: string): NftRuleset {
     rules: [] as NftRule[],
     sets: [] as NftSet[],
     maps: [] as NftMap[],
+    counters: [] as NftCounter[],
   };
   if (trimmed === '') return ruleset;
   const document = JSON.parse(trimmed) as { nftables?: unknown };
@@ -82,6 +93,15 @@ export function parseNftJson(text: string): NftRuleset {
         elements: pairs.map((pair) => elementText(pair[0])),
         map: String(item.map.map),
         entries: pairs.map((pair) => `${elementText(pair[0])} : ${elementText(pair[1])}`),
+      });
+    } else if (isObject(item.counter)) {
+      const counter = item.counter;
+      ruleset.counters.push({
+        family: String(counter.family),
+        table: String(counter.table),
+        name: String(counter.name),
+        packets: Number(counter.packets ?? 0),
+        bytes: Number(counter.bytes ?? 0),
       });
     }
   }

@@ -601,7 +601,7 @@ export class KernelApplier {
       return await this.#nft(family).list(['table', nftFamily, name]);
     } catch (error) {
       if (error instanceof CommandError && /No such file or directory/.test(error.stderr)) {
-        return { tables: [], chains: [], rules: [], sets: [], maps: [] };
+        return { tables: [], chains: [], rules: [], sets: [], maps: [], counters: [] };
       }
       throw error;
     }

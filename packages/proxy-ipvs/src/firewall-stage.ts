@@ -95,7 +95,7 @@ export class FirewallStage {
     // The members of 10,000 Services are 10,000s of strings to sort and compare: a triggered sync whose virtual servers
     // are the same objects (the model's cache) or differ in nothing the sets hold (an endpoint changed) skips it.
     const last = this.#setInputs.get(family);
-    if (!inputs.full && last && this.#appliedSets.has(family) && sameSetInputs(last, servers, inputs.localAddresses)) return [];
+    if (!inputs.full && last && sameSetInputs(last, servers, inputs.localAddresses)) return [];
     this.#setInputs.delete(family);
     const ipPort = (server: DesiredVirtualServer) => `${server.service.address},${server.service.protocol}:${server.service.port}`;
     const firewalled = servers.filter((server) => server.sourceRanges !== undefined);

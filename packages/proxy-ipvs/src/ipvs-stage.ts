@@ -48,8 +48,6 @@ export class IpvsStage {
   readonly #ipvs: Ipvsadm;
   readonly #options: IpvsStageOptions;
   #draining: ReadonlyMap<string, DrainingDestination> = new Map();
-  /** The virtual servers the last clean apply left in the kernel as wanted; undefined until one applied cleanly. */
-  #inPlace: ReadonlyMap<string, IpvsVirtualServer> | undefined;
   /**
    * Our virtual servers as the last apply left them in the kernel (without a Service the kernel refused, whose state
    * is unknown), and how many services the kernel held then; undefined before the first apply and while an apply is
@@ -96,8 +94,6 @@ export class IpvsStage {
       refused = retried.refused;
     }
     this.#draining = plan.draining;
-    // Only a clean apply says what is in the kernel now; after a refusal the next save is all there is to go by.
-    this.#inPlace = restored.stderr ? undefined : model.virtualServers;
     let added = 0;
     for (const id of desired.keys()) if (!known.has(id)) added++;
     const virtualServers = (record?.kernelServices ?? known.size) - plan.deletions.length + added;
@@ -141,10 +137,13 @@ export class IpvsStage {
     return deleted;
   }
 
-  /** The wanted services and real servers that the last clean apply left in place and the kernel no longer has. */
+  /**
+   * The wanted services and real servers that the last apply left in place (its record: no refused Service, none after
+   * an apply that threw) and the kernel no longer has.
+   */
   #driftIn(current: readonly IpvsVirtualServer[], model: ProxyModel): IpvsApplied['drift'] {
-    if (!this.#inPlace) return { services: [], destinations: [] };
-    const inPlace = wantedObjects(this.#inPlace);
+    if (!this.#applied) return { services: [], destinations: [] };
+    const inPlace = wantedObjects(this.#applied.servers);
     const wanted = wantedObjects(model.virtualServers);
     const found = wantedObjects(new Map(current.map((server) => [ipvsServiceId(server.service), server])));
     return {

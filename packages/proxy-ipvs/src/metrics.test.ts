@@ -13,8 +13,9 @@ const owners = new Map([['tcp/10.96.0.10/53', { owner: 'kube-system/kube-dns' } 
 describe('ProxyMetrics', () => {
   it('is made again on the same registry without failing: the sync metrics are shared, the scraped series read the new one', async () => {
     const registry = new Registry();
-    const first = new ProxyMetrics(registry, async () => stats(1), () => owners);
-    const second = new ProxyMetrics(registry, async () => stats(7), () => owners);
+    const fail = (error: unknown) => expect.unreachable(String(error));
+    const first = new ProxyMetrics(registry, async () => stats(1), () => owners, fail);
+    const second = new ProxyMetrics(registry, async () => stats(7), () => owners, fail);
     expect(second.syncTime).toBe(first.syncTime);
     expect(second.ipvsServices).toBe(first.ipvsServices);
     const text = await registry.metrics();

@@ -18,7 +18,7 @@ export class ProxyMetrics {
     registry: Registry,
     readStats: () => Promise<IpvsServiceStats[]>,
     owners: () => ReadonlyMap<string, DesiredVirtualServer>,
-    onReadError?: (error: unknown) => void,
+    onReadError: (error: unknown) => void,
   ) {
     this.ipvsServices = gaugeOn(registry, { name: 'kube_router_controller_ipvs_services', help: 'Number of ipvs services in the instance' });
     this.syncTime = histogramOn(registry, {

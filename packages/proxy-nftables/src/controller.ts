@@ -115,7 +115,8 @@ class ProxyNftablesSync {
   readonly #modelOptions: ModelOptions;
   readonly #writers: ReadonlyMap<IpFamily, TableWriter>;
   /** Per family, an Nft that reads the counters at scrape time: a lock of its own, so a scrape never waits for a sync. */
-  readonly #counterReaders: ReadonlyMap<IpFamily, Nft>;
+  /** Reads the counters of both families' tables, apart from the writers' table locks: a scrape never waits for a sync. */
+  readonly #counterReader: Nft;
   /** Per family, the table last written whole or in part: which Service address each counter counts. */
   readonly #counted = new Map<IpFamily, TableState>();
   readonly #healthChecks: HealthCheckServers;
@@ -167,16 +168,14 @@ class ProxyNftablesSync {
         return [family, new TableWriter(nft, nftFamily, name)];
       }),
     );
-    const counterLock = new Mutex();
-    this.#counterReaders = new Map(
-      families.map((family) => [
-        family,
-        new Nft({ runner: deps.runner, ...(options.netns !== undefined && { netns: options.netns }), timeoutMs: options.commandTimeoutMs, lock: counterLock }),
-      ]),
-    );
+    this.#counterReader = new Nft({ runner: deps.runner, ...(options.netns !== undefined && { netns: options.netns }), timeoutMs: options.commandTimeoutMs, lock: new Mutex() });
     this.#healthChecks = new HealthCheckServers(options.healthCheckBindAddress, ctx.logger);
     this.#warnings = new SyncWarnings((namespace, name, reason, message) => deps.sources.warnService(namespace, name, reason, message));
-    this.#metrics = new ProxyNftablesMetrics(ctx.metrics.registry, () => this.#readTraffic());
+    this.#metrics = new ProxyNftablesMetrics(
+      ctx.metrics.registry,
+      () => this.#readTraffic(),
+      (error) => ctx.logger.warn({ err: error }, 'proxy: could not read the per-Service counters; their series are missing from this scrape'),
+    );
   }
 
   /**
@@ -185,12 +184,11 @@ class ProxyNftablesSync {
    */
   async #readTraffic(): Promise<ServiceTraffic[]> {
     const traffic: ServiceTraffic[] = [];
-    for (const [family, reader] of this.#counterReaders) {
+    for (const [family, writer] of this.#writers) {
       const written = this.#counted.get(family);
-      const writer = this.#writers.get(family);
-      if (!written || !writer) continue;
+      if (!written) continue;
       try {
-        const { stdout } = await reader.run(['-j', 'list', 'counters', 'table', ...writer.table.split(' ')]);
+        const { stdout } = await this.#counterReader.run(['-j', 'list', 'counters', 'table', ...writer.table.split(' ')]);
         traffic.push(...serviceTraffic(written.counters, await parseCounterListing(stdout)));
       } catch (error) {
         this.#ctx.logger.warn({ err: error, table: writer.table }, 'proxy: could not read the per-Service counters; their series are missing from this scrape');

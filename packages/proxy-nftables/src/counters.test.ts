@@ -1,5 +1,6 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
+import { parseNftJson } from '@kube-router/netfilter';
 import { parseCounterListing, serviceTraffic } from './counters.js';
 import type { ServiceTraffic } from '@kube-router/metrics';
 import { ProxyNftablesMetrics } from './metrics.js';
@@ -8,7 +9,6 @@ import { counterName, renderTable } from './render.js';
 import type { RenderOptions } from './render.js';
 import { diffScript, fullScript } from './script.js';
 import { node, service, slice } from './testing/objects.js';
-import { counterNamesOf } from './writer.js';
 
 const RENDER: RenderOptions = { family: 'ipv4', podCidrs: ['10.244.0.0/16'], masqueradeAll: false, nodePortBindOnAllIp: false };
 
@@ -121,7 +121,7 @@ describe('reading the counters', () => {
   });
 
   it('finds the counter objects’ names in a table listing, not the counter statements of rules', () => {
-    expect([...counterNamesOf(LISTING)]).toEqual([...written.keys()].sort((a, b) => (a.startsWith('in') ? -1 : b.startsWith('in') ? 1 : a.startsWith('out') ? -1 : 1)).concat('someone-elses'));
+    expect(parseNftJson(LISTING).counters.map((counter) => counter.name)).toEqual([...written.keys()].sort((a, b) => (a.startsWith('in') ? -1 : b.startsWith('in') ? 1 : a.startsWith('out') ? -1 : 1)).concat('someone-elses'));
   });
 
   it('parses 30,000 counters (10,000 Services) in slices', async () => {
@@ -159,10 +159,14 @@ describe('the kube_router_service_* series', () => {
   it('are read once per scrape for all five gauges, with proxy-ipvs’s names and labels', async () => {
     const registry = new Registry();
     let reads = 0;
-    new ProxyNftablesMetrics(registry, async () => {
-      reads++;
-      return [sample];
-    });
+    new ProxyNftablesMetrics(
+      registry,
+      async () => {
+        reads++;
+        return [sample];
+      },
+      (error) => expect.unreachable(String(error)),
+    );
     const text = await registry.metrics();
     expect(reads).toBe(1);
     const labels = 'svc_namespace="ns",service_name="web",service_vip="10.96.0.10",protocol="tcp",port="80"';
@@ -176,10 +180,12 @@ describe('the kube_router_service_* series', () => {
     expect(reads).toBe(2);
   });
 
-  it('a failed read leaves the series missing and the scrape whole', async () => {
+  it('a failed read leaves the series missing and the scrape whole, and is reported', async () => {
     const registry = new Registry();
-    new ProxyNftablesMetrics(registry, () => Promise.reject(new Error('nft: no such table')));
+    const errors: unknown[] = [];
+    new ProxyNftablesMetrics(registry, () => Promise.reject(new Error('nft: no such table')), (error) => errors.push(error));
     const text = await registry.metrics();
+    expect(errors.map(String)).toEqual(['Error: nft: no such table']);
     expect(text).not.toMatch(/^kube_router_service_total_connections\{/m);
     expect(text).toContain('kubeproxy_sync_proxy_rules_last_timestamp_seconds');
   });

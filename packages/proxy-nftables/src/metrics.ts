@@ -22,7 +22,8 @@ export class ProxyNftablesMetrics {
   readonly conntrackDeleted: Counter;
   readonly syncFailures: Counter;
 
-  constructor(registry: Registry, readTraffic?: ServiceTrafficReader) {
+  /** `readTraffic` fills the per-Service series at scrape time; a read that fails goes to `onReadError`. */
+  constructor(registry: Registry, readTraffic: ServiceTrafficReader, onReadError: (error: unknown) => void) {
     this.syncDuration = histogramOn(registry, { name: 'kubeproxy_sync_proxy_rules_duration_seconds', help: 'SyncProxyRules latency in seconds', buckets: SYNC_BUCKETS });
     this.fullSyncDuration = histogramOn(registry, { name: 'kubeproxy_sync_full_proxy_rules_duration_seconds', help: 'SyncProxyRules latency in seconds for full resyncs', buckets: SYNC_BUCKETS });
     this.partialSyncDuration = histogramOn(registry, { name: 'kubeproxy_sync_partial_proxy_rules_duration_seconds', help: 'SyncProxyRules latency in seconds for partial resyncs', buckets: SYNC_BUCKETS });
@@ -35,6 +36,6 @@ export class ProxyNftablesMetrics {
     this.servicePorts = gaugeOn(registry, { name: 'kube_router_proxy_nftables_service_ports', help: 'Service ports programmed in the nftables proxy tables', labelNames: ['family'] });
     this.conntrackDeleted = counterOn(registry, { name: 'kube_router_proxy_conntrack_entries_deleted_total', help: 'UDP conntrack entries deleted because their endpoint went' });
     this.syncFailures = counterOn(registry, { name: 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total', help: 'Failed nftables transactions of the proxy tables' });
-    if (readTraffic) registerServiceTrafficSeries(registry, readTraffic);
+    registerServiceTrafficSeries(registry, readTraffic, onReadError);
   }
 }

@@ -148,6 +148,7 @@ describe('scripts', () => {
     const [web = ''] = [...one.chains.keys()].filter((name) => name.startsWith('service-'));
     const listing = {
       tables: [],
+      counters: [],
       chains: [...[...one.baseRuleCounts.keys()], ...one.chains.keys(), 'service-ZZZZZZZZ-x/y/tcp/p'].map((name, handle) => ({ family: 'ip', table: 't', name, handle })),
       rules: [
         ...[...one.baseRuleCounts].flatMap(([chain, count]) => Array.from({ length: count }, () => ({ family: 'ip', table: 't', chain, handle: 1, expr: [] }))),

@@ -1,4 +1,4 @@
-import { CommandError, parseNftJson } from '@kube-router/netfilter';
+import { CommandError } from '@kube-router/netfilter';
 import type { Nft } from '@kube-router/netfilter';
 import type { NftRuleset } from '@kube-router/netfilter';
 import type { TableState } from './render.js';
@@ -94,21 +94,11 @@ export class TableWriter {
   /** The table as the kernel has it, with the names of its counters; undefined when there is none yet. */
   async #list(): Promise<{ listing: NftRuleset; counters: Set<string> } | undefined> {
     try {
-      const { stdout } = await this.#nft.run(['-j', 'list', 'table', ...this.table.split(' ')]);
-      return { listing: parseNftJson(stdout), counters: counterNamesOf(stdout) };
+      const listing = await this.#nft.list(['table', ...this.table.split(' ')]);
+      return { listing, counters: new Set(listing.counters.map((counter) => counter.name)) };
     } catch (error) {
       if (error instanceof CommandError && /No such file or directory/.test(error.stderr)) return undefined;
       throw error;
     }
   }
-}
-
-/**
- * The names of the named counters in `nft -j list table` output (parseNftJson skips counter objects). A counter object
- * is `{"counter": {"family": …, "name": …`; a rule's counter statement never has a family.
- */
-export function counterNamesOf(json: string): Set<string> {
-  const names = new Set<string>();
-  for (const match of json.matchAll(/\{"counter": \{"family": "[^"]*", "name": "([^"]+)"/g)) names.add(match[1] as string);
-  return names;
 }
