@@ -246,7 +246,7 @@ class BgpRouting {
     // A new gobgpd gets a policy before its first peer: no session may see gobgpd's accept-all default, since a path
     // exported by mistake is not withdrawn when a later policy filters it. Without one, the peer stages fail.
     if (!this.#policies.applied) await failures.attempt('policies', async () => this.#policies.sync(await policyInput(mesh.addresses)));
-    if (this.settings.enableIbgp) await failures.attempt('internal-peers', async () => this.#internal.sync(mesh, external.addresses, peerTable()));
+    if (this.settings.enableIbgp) await failures.attempt('internal-peers', async () => this.#internal.sync(mesh, external.addresses, await peerTable()));
     await failures.attempt('external-peers', async () => this.#external.sync(node, external, mesh, await peerTable()));
     // Policies after the peers (their sets name the peers just added) and before the VIPs: gobgpd exports a new path
     // only if the policy already lets it through, and applies a changed policy only to paths that change. The mesh as

@@ -81,10 +81,10 @@ export class InternalPeerStage extends PeerStage {
 
   /**
    * Adds and removes mesh sessions in gobgpd's `peers` (this sync's table, which records the changes);
-   * `externalAddresses` are the external stage's, whose sessions it leaves alone. The table may still be being listed:
-   * the stage's time (kube_router_controller_bgp_internal_peers_sync_time) includes the listing when it waits for it.
+   * `externalAddresses` are the external stage's, whose sessions it leaves alone. The stage's time
+   * (kube_router_controller_bgp_internal_peers_sync_time) does not include the listing of the table.
    */
-  async sync(mesh: MeshPlan, externalAddresses: ReadonlySet<string>, peers: PeerTable | Promise<PeerTable>): Promise<void> {
+  async sync(mesh: MeshPlan, externalAddresses: ReadonlySet<string>, peers: PeerTable): Promise<void> {
     const end = this.options.syncTime.startTimer();
     try {
       this.options.requirePolicy();
@@ -96,7 +96,7 @@ export class InternalPeerStage extends PeerStage {
       }
       const deferred = await this.reconcile(this.options.gobgp(), {
         wanted: mesh.wanted,
-        existing: await peers,
+        existing: peers,
         failures,
         deferDeletions: mesh.problems.length > 0,
         ownedElsewhere: (address) => externalAddresses.has(address),

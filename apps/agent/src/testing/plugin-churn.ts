@@ -256,12 +256,17 @@ export const routingBgpChurn: PluginChurn = {
           }
           // BIRD reads its configuration again and withdraws and announces the difference (its README: bird.conf in dir).
           await writeFile(join(bird.dir, 'bird.conf'), renderBirdConfig(config()));
-          await bird.cli('configure');
+          // A configuration BIRD refuses would show only as the round's timeout: its reply says why.
+          const reply = await bird.cli('configure');
+          if (!/Reconfigur/.test(reply)) throw new Error(`BIRD did not take its configuration: ${reply}`);
           await waitForRoutes(netns.name, probe!);
         },
         async close() {
-          await bird.stop();
-          await link.remove();
+          try {
+            await bird.stop();
+          } finally {
+            await link.remove();
+          }
         },
       };
     } catch (error) {
@@ -336,7 +341,7 @@ export async function heapGrowthUnderChurn(
     for (const step of [() => agent?.stop(), () => rounds?.close?.(), () => api?.close(), () => netns?.remove(), () => rm(dir, { recursive: true, force: true })]) {
       await Promise.resolve()
         .then(step)
-        .catch(() => undefined);
+        .catch((error: unknown) => console.error(`${churn.plugin}: a cleanup step failed (what it made may be left):`, error));
     }
   }
 }

@@ -362,11 +362,6 @@ export class NodeWorld {
     for (const slot of this.#slots) this.#api.create(this.#nodeObject(slot));
   }
 
-  /** The pod CIDRs of the Nodes there are now. */
-  podCidrs(): string[] {
-    return this.#slots.map(podCidr);
-  }
-
   churn(replace: number): NodeRouteProbe {
     let probe: NodeRouteProbe | undefined;
     for (let i = 0; i < replace; i++) {

@@ -66,10 +66,6 @@ export class IpvsStandIn {
     return [...this.#services.values()].map((service) => `${protocolName(service.line.split(/\s+/)[1] ?? '')}  ${service.line.split(/\s+/)[2]}  0 0 0 0 0`).join('\n');
   }
 
-  get size(): number {
-    return this.#services.size;
-  }
-
   clear(): void {
     this.#services.clear();
   }
