@@ -17,13 +17,13 @@ import { PROXY_CONTROLLER } from '@kube-router/proxy-ipvs';
 import { hasTool } from '@kube-router/netfilter';
 import { guestUnavailableReason } from '@kube-router/testkit/qemu';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GuestServicesLab } from './testing/guest-services-lab.js';
+import { GuestServicesLab, IPVS_LOCAL_LOADBALANCER_FROM_PODS } from './testing/guest-services-lab.js';
 import { runScenario, SERVICE_SCENARIOS, ServiceCluster } from './testing/service-scenarios.js';
 
 /** Scenarios that run with a check left out (ServiceLab.cannot), by their `e2e` name: what is left out. */
 const PARTLY_IN_THE_GUEST: Readonly<Record<string, string>> = {
   'ESIPP [Slow] should work for type=NodePort; should only target nodes with endpoints; should work for type=LoadBalancer; should work from pods; should handle updates to ExternalTrafficPolicy field':
-    'without "from pods": IPVS serves a Local LoadBalancer address with local endpoints only, for pods too (kubernetes#93456)',
+    `without "from pods": ${IPVS_LOCAL_LOADBALANCER_FROM_PODS}`,
 };
 
 // The guest always, even on a host with IPVS: the scenarios' namespaces are the guest's.

@@ -33,7 +33,7 @@ const ROUTER_IPS = [`${UNDERLAY.ipv4.prefix}2`, `${UNDERLAY.ipv6.prefix}2`] as c
  * The lab's values (apps/lab/src/lab.ts, testkit's cluster): the API server's default Service ranges, the lab's
  * LoadBalancer ranges, node i's pod CIDRs; IPv4 first.
  */
-export const GUEST_LAB_RANGES = {
+const GUEST_LAB_RANGES = {
   serviceClusterIp: ['10.96.0.0/12', 'fd00:10:96::/108'],
   loadBalancer: ['10.255.0.0/24', 'fd00:255::/120'],
   podCidrs: (node: number) => [`10.244.${node}.0/24`, `fd00:10:244:${node.toString(16)}::/64`],
@@ -43,7 +43,7 @@ export const GUEST_LAB_RANGES = {
  * router's second link), at the server's own port. It is kube-apiserver's --advertise-address for the `kubernetes`
  * Service's EndpointSlice, so that Service is served as in a cluster whose API server is outside the pod network.
  */
-export const API_SERVER_IN_GUEST = '10.0.2.100';
+const API_SERVER_IN_GUEST = '10.0.2.100';
 /**
  * Why a pod on a node without a local endpoint gets no answer from an externalTrafficPolicy Local LoadBalancer address
  * on IPVS (kube-proxy's nftables and iptables modes send it to the cluster's endpoints): kubernetes/kubernetes#93456.
@@ -74,7 +74,6 @@ export class GuestNode implements KubeletNode<GuestSandbox> {
   readonly nodeIps: readonly string[];
   /** IPv4 first, as the Node's spec.podCIDRs. */
   readonly podCidrs: readonly string[];
-  readonly #sandboxes = new Set<GuestSandbox>();
   #nextPod = 2;
 
   constructor(
@@ -146,7 +145,6 @@ export class GuestNode implements KubeletNode<GuestSandbox> {
       throw error;
     }
     const sandbox: GuestSandbox = { namespace: pod.namespace, name: pod.name, netns, ips, agent };
-    this.#sandboxes.add(sandbox);
     return sandbox;
   }
 
@@ -158,7 +156,6 @@ export class GuestNode implements KubeletNode<GuestSandbox> {
     sandbox.agent.kill();
     // Its veth (and the /32 route on it) goes with the namespace.
     await this.guest.sh(`ip netns del ${sandbox.netns} 2>/dev/null; true`);
-    this.#sandboxes.delete(sandbox);
   }
 }
 
@@ -196,6 +193,8 @@ interface RunningController {
 interface GuestAgent {
   readonly kube: KubeContext;
   readonly controllers: RunningController[];
+  /** The controllers' start signal: aborted when the agent stops, so that a sync in flight ends rather than being waited out. */
+  readonly stopping: AbortController;
 }
 
 export interface GuestServicesLabOptions {
@@ -225,7 +224,6 @@ export class GuestServicesLab {
 
   private constructor(
     readonly guest: QemuGuest,
-    readonly runId: string,
     readonly server: ApiServer,
     readonly kubeconfig: string,
     readonly nodes: readonly GuestNode[],
@@ -274,7 +272,7 @@ export class GuestServicesLab {
     }
     const { nodes, routerNetns } = network;
     const { logger, lines } = captureLogs('warn');
-    const lab = new GuestServicesLab(guest, runId, server, kubeconfig, nodes, routerNetns, lines);
+    const lab = new GuestServicesLab(guest, server, kubeconfig, nodes, routerNetns, lines);
     try {
       for (const node of nodes) {
         const kubelet = new LabKubelet<GuestSandbox>(loadKubeConfig({ kubeconfig, env: {} }), node);
@@ -347,6 +345,7 @@ export class GuestServicesLab {
   /** Stops the agents and the kubelets (their pods go with the guest), then the API server, then powers the guest off. */
   async close(): Promise<void> {
     for (const agent of this.#agents.splice(0)) {
+      agent.stopping.abort();
       for (const { scheduler } of agent.controllers) await scheduler.stop().catch(() => undefined);
       await agent.kube.informers.stop().catch(() => undefined);
     }
@@ -436,15 +435,15 @@ async function startAgent(agents: GuestAgent[], input: {
   const proxyPlugin = createProxyIpvsPlugin({ runner: input.runner });
   const controllers: Controller[] = [await proxyPlugin.create(ctx, proxyPlugin.options.parse(input.proxy))];
   if (input.lballoc) controllers.push(await lballocPlugin.create(ctx, lballocPlugin.options.parse(input.lballoc)));
-  const signal = new AbortController().signal;
+  const stopping = new AbortController();
   const running = controllers.map((controller) => ({
     controller,
     scheduler: new SyncScheduler(controller, {
       onSync: (_reason, outcome) => input.onSync({ node: node.nodeName, controller: controller.name, ok: outcome.ok, durationMs: Math.round(outcome.durationMs) }),
     }),
   }));
-  agents.push({ kube, controllers: running });
-  for (const { controller, scheduler } of running) await controller.start({ requestSync: (reason) => scheduler.requestSync(reason), signal });
+  agents.push({ kube, controllers: running, stopping });
+  for (const { controller, scheduler } of running) await controller.start({ requestSync: (reason) => scheduler.requestSync(reason), signal: stopping.signal });
   await kube.informers.start({ cacheSyncTimeoutMs: 30_000 });
   health.restartClocks();
   for (const { scheduler } of running) scheduler.start();

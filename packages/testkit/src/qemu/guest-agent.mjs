@@ -53,8 +53,9 @@ function runCommand(spec, onSpawn, interactive = false) {
             timedOut = true;
             killGroup(child.pid);
           }, spec.timeoutMs);
-    // An interactive process's output goes to its 'read' requests only: kept here too, it would grow for its whole life.
-    if (!interactive) {
+    // A spawned process's output is kept by its caller (its table entry, for 'output' and 'read' requests): kept here
+    // too, it would be held twice, an interactive one's for its whole life.
+    if (!onSpawn) {
       child.stdout.on('data', (chunk) => stdout.push(chunk));
       child.stderr.on('data', (chunk) => stderr.push(chunk));
     }

@@ -94,8 +94,12 @@ function hostLinkArgs(forwards: readonly HostForward[]): string[] {
   return ['-netdev', ['user', 'id=host', 'restrict=on', ...guestfwds].join(','), '-device', 'virtio-net-pci,netdev=host'];
 }
 
-/** How long one read of an interactive process's output waits in the guest for something to arrive. */
-const interactiveReadWaitMs = 1_000;
+/**
+ * How long one read of an interactive process's output waits in the guest for something to arrive. It ends early on
+ * output and on the process's exit (a kill too), and a guest that dies fails it: the length only sets how often an idle
+ * process (a pod's agent after its ready line) costs a request through the TCG guest.
+ */
+const interactiveReadWaitMs = 30_000;
 
 interface RawResult {
   stdout: string;
@@ -272,6 +276,7 @@ export class QemuGuest {
     });
     const emitter = new EventEmitter();
     let ended = false;
+    let killed = false;
     const finish = (code: number | null, signal: NodeJS.Signals | null) => {
       ended = true;
       stdout.end();
@@ -283,8 +288,10 @@ export class QemuGuest {
         let chunk: { stdout: string; stderr: string; exit: { exitCode: number | null; signal: string | null } | null };
         try {
           chunk = (await request({ op: 'read', pid, waitMs: interactiveReadWaitMs })) as typeof chunk;
-        } catch {
-          // The guest closed, or the process is gone from its table (killed): it has ended either way.
+        } catch (error) {
+          // The guest closed, or the process is gone from its table (killed): it has ended either way. Unless this
+          // side killed it, why goes to its stderr, which its readers show (a guest that died says so there).
+          if (!killed) stderr.write(`${(error as Error).message}\n`);
           return finish(null, 'SIGKILL');
         }
         if (chunk.stdout) stdout.write(chunk.stdout);
@@ -304,6 +311,7 @@ export class QemuGuest {
       kill: () => {
         // After its end the pid may be another process's: only a process still running is killed.
         if (ended) return false;
+        killed = true;
         void request({ op: 'kill', pid }).catch(() => undefined);
         return true;
       },
