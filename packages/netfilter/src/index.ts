@@ -47,7 +47,7 @@ export type {
   IpRouteQuery,
   IpRoute2Options,
 } from './ip.js';
-export { addNetns, deleteNetns, listNetns } from './netns.js';
+export { addNetns, deleteNetns, killNetnsProcesses, listNetns, netnsPids } from './netns.js';
 export { blamedInputLine } from './blamed-line.js';
 export { conntrackDeleteArgs, deleteConntrackEntries, listConntrackEntries, parseConntrackList } from './conntrack.js';
 export type { ConntrackDeleteResult, ConntrackEntry, ConntrackFilter, ConntrackOptions, ConntrackProtocol, ConntrackTuple } from './conntrack.js';

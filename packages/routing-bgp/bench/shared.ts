@@ -1,6 +1,7 @@
 // What routing-bgp's benches share: the agent's own sync limits, medians, deleting a namespace with what runs in it,
 // reading a process's RSS.
 import { readFile } from 'node:fs/promises';
+import { ExecRunner, killNetnsProcesses, netnsPids } from '@kube-router/netfilter';
 import type { RouteSyncOptions } from '@kube-router/route-sync';
 import type { RoutingBgpOptions } from '../src/plugin.js';
 import { sh } from '../src/testing/mesh.js';
@@ -10,23 +11,15 @@ export const AGENT_ROUTING_LIMITS: RoutingBgpOptions = { bgpPort: 179, syncPerio
 /** route-sync with the agent's sync limits. */
 export const AGENT_ROUTE_SYNC_LIMITS: Partial<RouteSyncOptions> = { syncPeriodMs: 60_000, minSyncIntervalMs: 1_000 };
 
+const runner = new ExecRunner();
+
 export const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Kills what still runs in a namespace (a daemon that outlived a failure would keep its veth alive), then deletes it. */
 export async function deleteNetns(netns: string): Promise<void> {
-  for (const pid of await netnsPids(netns)) {
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      // Gone.
-    }
-  }
+  await killNetnsProcesses(runner, netns);
   await sh('ip', ['netns', 'delete', netns]).catch(() => undefined);
-}
-
-export async function netnsPids(netns: string): Promise<number[]> {
-  return (await sh('ip', ['netns', 'pids', netns]).catch(() => '')).split('\n').filter(Boolean).map(Number);
 }
 
 /** The resident set of a process in MiB (VmRSS), or undefined once it is gone. */
@@ -38,7 +31,7 @@ export async function rssMiB(pid: number): Promise<number | undefined> {
 
 /** The first process in a namespace whose command name is `comm` (gobgpd, bird). */
 export async function pidIn(netns: string, comm: string): Promise<number | undefined> {
-  for (const pid of await netnsPids(netns)) {
+  for (const pid of await netnsPids(runner, netns)) {
     if ((await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '')).trim() === comm) return pid;
   }
   return undefined;

@@ -10,7 +10,7 @@ import { copyFile, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { addNetns, deleteNetns, ExecRunner } from '@kube-router/netfilter';
+import { addNetns, deleteNetns, ExecRunner, killNetnsProcesses } from '@kube-router/netfilter';
 import { FEATURES, type Feature } from '../flags.js';
 
 const AGENT_CLI = fileURLToPath(new URL('../cli.ts', import.meta.url));
@@ -32,21 +32,6 @@ export interface ScaleNetns {
   remove(): Promise<void>;
 }
 
-/**
- * Kills every process in a namespace: deleting the namespace kills none, and a daemon of the agent's in its own
- * process group (gobgpd) outlives an agent that was killed, keeping its links alive.
- */
-export async function killNetnsProcesses(name: string): Promise<void> {
-  const pids = (await runner.run({ command: 'ip', args: ['netns', 'pids', name], okExitCodes: [1, 255] }).catch(() => ({ stdout: '' }))).stdout;
-  for (const pid of pids.split('\n').filter(Boolean)) {
-    try {
-      process.kill(Number(pid), 'SIGKILL');
-    } catch {
-      // gone already
-    }
-  }
-}
-
 export async function createScaleNetns(id = randomBytes(3).toString('hex')): Promise<ScaleNetns> {
   const name = `sc-${id}`;
   const hostLink = `sc${id}h`;
@@ -56,7 +41,7 @@ export async function createScaleNetns(id = randomBytes(3).toString('hex')): Pro
   const address = (offset: number) => `10.253.${((base + offset) >> 8) & 255}.${(base + offset) & 255}`;
   const [hostIp, netnsIp] = [address(1), address(2)];
   const remove = async () => {
-    await killNetnsProcesses(name);
+    await killNetnsProcesses(runner, name);
     await runner.run({ command: 'ip', args: ['link', 'del', hostLink], okExitCodes: [1] }).catch(() => undefined);
     await deleteNetns(runner, name).catch(() => undefined);
   };

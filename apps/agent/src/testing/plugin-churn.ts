@@ -22,10 +22,11 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { killNetnsProcesses } from '@kube-router/netfilter';
 import { ROUTE_PROTOCOL } from '@kube-router/route-sync';
 import { startApiServer, waitFor, type ApiServer } from '@kube-router/testkit';
 import { renderBirdConfig, startBird, type BgpRouterConfig } from '@kube-router/testkit/bgp-routers';
-import { createScaleNetns, killNetnsProcesses, MeasuredAgent, metricValue, runner, type AfterGc, type MeasuredAgentOptions, type ScaleNetns } from './measured-agent.js';
+import { createScaleNetns, MeasuredAgent, metricValue, runner, type AfterGc, type MeasuredAgentOptions, type ScaleNetns } from './measured-agent.js';
 import { CHURN_NAMESPACE, NodeWorld, SCALE_NODE, ServiceWorld, type ServiceProbe } from './scale-world.js';
 
 /** The CLI entry with IPVS and a BGP-less routing plugin standing in (cli-with-stand-ins.ts). */
@@ -191,7 +192,7 @@ async function createPeerLink(netns: ScaleNetns): Promise<{ name: string; agentI
   const [agentIp, peerIp] = [address(1), address(2)];
   const remove = async () => {
     // A daemon left in the namespace (a failed start) would keep its veth alive.
-    await killNetnsProcesses(name);
+    await killNetnsProcesses(runner, name);
     await runner.run({ command: 'ip', args: ['netns', 'del', name], okExitCodes: [1, 255] }).catch(() => undefined);
   };
   try {

@@ -17,7 +17,7 @@ import {
 import { HealthRegistry } from '@kube-router/healthcheck';
 import { createKubeContext, KubeServices, loadKubeConfig, type KubeContext } from '@kube-router/kube';
 import { AgentMetrics } from '@kube-router/metrics';
-import { ExecRunner } from '@kube-router/netfilter';
+import { ExecRunner, killNetnsProcesses } from '@kube-router/netfilter';
 import { createRouteSyncPlugin, type RouteSyncOptions } from '@kube-router/route-sync';
 import { KUBE_ROUTER_CNI_CONF_NAME, KUBE_ROUTER_CNI_CONFLIST, type ApiServer } from '@kube-router/testkit';
 import pino from 'pino';
@@ -64,14 +64,7 @@ export async function createMesh(count: number, options: { dualStack?: boolean; 
   const teardown = async () => {
     for (const netns of created.reverse()) {
       // Processes left in a namespace (a gobgpd that outlived a failed test) would keep its veths alive.
-      const pids = (await sh('ip', ['netns', 'pids', netns]).catch(() => '')).split('\n').filter(Boolean);
-      for (const pid of pids) {
-        try {
-          process.kill(Number(pid), 'SIGKILL');
-        } catch {
-          // Gone.
-        }
-      }
+      await killNetnsProcesses(runner, netns);
       await sh('ip', ['netns', 'delete', netns]).catch(() => undefined);
     }
     await rm(dir, { recursive: true, force: true });
