@@ -7,7 +7,6 @@
  * the guest reaches it too, as a pod reaches kube-apiserver: the `kubernetes` Service's endpoint is a QEMU host forward
  * behind the router (API_SERVER_IN_GUEST).
  */
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { SyncScheduler, ServiceRegistry, type Controller, type PluginContext } from '@kube-router/controller';
@@ -18,6 +17,7 @@ import { AgentMetrics } from '@kube-router/metrics';
 import { createProxyIpvsPlugin, type ProxyIpvsOptions } from '@kube-router/proxy-ipvs';
 import { captureLogs, LabKubelet, POD_AGENT_FILES, startApiServer, type ApiServer, type KubeletNode, type KubeletSandbox, type LabContainerPort, type LogLine } from '@kube-router/testkit';
 import { HOST_LINK, QemuGuest, type GuestOptions, type InteractiveProcess } from '@kube-router/testkit/qemu';
+import { kubectlWith } from './kubectl.js';
 import { NETNS_CLIENT_FILES } from './netns-client.js';
 import type { ServiceLab } from './service-scenarios.js';
 
@@ -321,20 +321,11 @@ export class GuestServicesLab {
   }
 
   kubectl(...args: string[]): Promise<string> {
-    return new Promise((resolve, reject) =>
-      execFile('kubectl', ['--kubeconfig', this.kubeconfig, ...args], { timeout: 30_000 }, (error, stdout, stderr) =>
-        error ? reject(new Error(`kubectl ${args.join(' ')}: ${error.message} ${stderr}`)) : resolve(stdout),
-      ),
-    );
+    return kubectlWith(this.kubeconfig).kubectl(...args);
   }
 
   kubectlApply(manifest: string): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const apply = execFile('kubectl', ['--kubeconfig', this.kubeconfig, 'apply', '-f', '-'], { timeout: 30_000 }, (error, _out, err) =>
-        error ? reject(new Error(`kubectl apply: ${error.message} ${err}`)) : resolve(),
-      );
-      apply.stdin!.end(manifest);
-    });
+    return kubectlWith(this.kubeconfig).kubectlApply(manifest);
   }
 
   /** The proxy's view of a node's kernel, for a failure's message: its IPVS table. */

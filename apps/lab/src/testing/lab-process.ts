@@ -1,9 +1,7 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { promisify } from 'node:util';
 import { cleanupStale } from '@kube-router/testkit';
-
-const run = promisify(execFile);
+import { kubectlWith } from './kubectl.js';
 
 /** A seeded pod as `kubectl get pods -o json` shows it: its node, its address and the lab's netns annotation. */
 export interface LabPod {
@@ -68,17 +66,12 @@ export class LabProcess {
     return this.stdout.filter((line) => line.endsWith('/metrics'));
   }
 
-  async kubectl(...args: string[]): Promise<string> {
-    return (await run('kubectl', ['--kubeconfig', this.kubeconfig, ...args], { timeout: 30_000 })).stdout;
+  kubectl(...args: string[]): Promise<string> {
+    return kubectlWith(this.kubeconfig).kubectl(...args);
   }
 
   kubectlApply(manifest: string): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const apply = execFile('kubectl', ['--kubeconfig', this.kubeconfig, 'apply', '-f', '-'], { timeout: 30_000 }, (error, _out, err) =>
-        error ? reject(new Error(`kubectl apply: ${error.message} ${err}`)) : resolve(),
-      );
-      apply.stdin!.end(manifest);
-    });
+    return kubectlWith(this.kubeconfig).kubectlApply(manifest);
   }
 
   async pods(): Promise<LabPod[]> {
